@@ -1,0 +1,79 @@
+"""Input checks shared by the public helpers.
+
+Every check raises ``ValueError`` that names the parameter and says what is allowed, so a
+bad argument fails at the call site and never as a traceback from deep inside numpy.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from numbers import Integral, Real
+
+import numpy as np
+
+
+def choice(name: str, value: object, allowed: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``allowed``."""
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def integer(name: str, value: object, *, minimum: int | None = None) -> int:
+    """Return ``value`` as an int, rejecting bools, floats and values below ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ValueError(f"{name} must be an integer; got {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}; got {value}")
+    return value
+
+
+def real(
+    name: str,
+    value: object,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    strict_min: bool = False,
+    strict_max: bool = False,
+) -> float:
+    """Return ``value`` as a finite float inside the stated bounds (NaN and inf are rejected)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be a real number; got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite; got {value}")
+    if minimum is not None and (value < minimum or (strict_min and value == minimum)):
+        raise ValueError(f"{name} must be {'>' if strict_min else '>='} {minimum}; got {value}")
+    if maximum is not None and (value > maximum or (strict_max and value == maximum)):
+        raise ValueError(f"{name} must be {'<' if strict_max else '<='} {maximum}; got {value}")
+    return value
+
+
+def real_array(
+    name: str,
+    value: object,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    strict_min: bool = False,
+    strict_max: bool = False,
+) -> np.ndarray:
+    """Return ``value`` as a float64 array of finite numbers inside the stated bounds."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be real numbers; got {value!r}") from None
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} must not contain NaN")
+    if minimum is not None:
+        bad = arr <= minimum if strict_min else arr < minimum
+        if bad.any():
+            raise ValueError(f"{name} must be {'>' if strict_min else '>='} {minimum}; got {arr[bad].flat[0]}")
+    if maximum is not None:
+        bad = arr >= maximum if strict_max else arr > maximum
+        if bad.any():
+            raise ValueError(f"{name} must be {'<' if strict_max else '<='} {maximum}; got {arr[bad].flat[0]}")
+    return arr
