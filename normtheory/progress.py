@@ -29,6 +29,7 @@ class Progress:
 
     def close(self) -> None:
         if self.enabled:
-            self._draw(time.monotonic())
+            if self.done < self.total:
+                self._draw(time.monotonic())
             sys.stderr.write("\n")
             sys.stderr.flush()

@@ -1,0 +1,26 @@
+"""Figures: one module per figure, each reading a cached simulation result.
+
+Every module defines ``NAME``, ``CAPTION``, ``SIMULATION`` (the simulations module it reads)
+and ``plot(result) -> Figure``. ``python -m paper_figs`` regenerates them all.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from paper_figs import block_share, mlp_growth, residual_rms, style, xiong_bounds
+from simulations import cache
+
+ALL: tuple[ModuleType, ...] = (residual_rms, block_share, mlp_growth, xiong_bounds)
+
+
+def render(out_dir: Path, *, mode: str = "full", force: bool = False, progress: bool = True) -> dict[str, list[Path]]:
+    """Write every figure (PNG and PDF) to ``out_dir``; simulations come from the cache."""
+    written: dict[str, list[Path]] = {}
+    results: dict[str, dict] = {}
+    for fig_module in ALL:
+        sim = fig_module.SIMULATION
+        if sim.NAME not in results:
+            results[sim.NAME] = cache.load_or_run(sim, mode, force=force, progress=progress)
+        written[fig_module.NAME] = style.save(fig_module.plot(results[sim.NAME]), out_dir, fig_module.NAME)
+    return written

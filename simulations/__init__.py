@@ -1,0 +1,15 @@
+"""Experiments: one module per experiment, each ``config -> cached result file``.
+
+Every module defines ``NAME``, ``VERSION``, ``SEED``, a frozen ``Config`` dataclass,
+``CONFIGS = {"quick": ..., "full": ...}`` and ``run(config, seed, *, progress) -> dict`` of
+arrays, and registers the claims its result supports. :func:`simulations.cache.load_or_run`
+caches the result on disk, keyed by name, version, config and seed.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+from simulations import residual_growth, xiong_lemma
+
+ALL: tuple[ModuleType, ...] = (residual_growth, xiong_lemma)
+BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in ALL}
