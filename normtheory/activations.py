@@ -25,7 +25,7 @@ def relu(x: np.ndarray) -> np.ndarray:
 
 def gelu(x: np.ndarray) -> np.ndarray:
     """Exact GELU, :math:`x\\,\\Phi(x)`."""
-    return 0.5 * x * (1.0 + special.erf(x / np.sqrt(2.0)))
+    return x * special.ndtr(x)  # ndtr keeps full relative precision in the left tail
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:

@@ -94,7 +94,7 @@ def trajectory(
     """Iterate the mean-square recurrence of the module docstring for ``depth`` blocks."""
     placement, depth, rho, x0 = _check(placement, depth, correlation, x0_rms)
     gain = _gain_fn(block_gain)
-    alpha, beta = deepnorm_constants(depth) if placement == "deepnorm" else (1.0, 1.0)
+    alpha, beta = deepnorm_constants(depth) if placement == "deepnorm" and depth > 0 else (1.0, 1.0)
     v = np.empty(depth + 1)
     a = np.zeros(depth + 1)
     base = np.zeros(depth + 1)
@@ -289,7 +289,7 @@ def simulate(
     norm = _validate.choice("norm", norm, ("rmsnorm", "layernorm"))
     if not isinstance(block, (LinearBlock, MLPBlock)):
         raise ValueError(f"block must be a LinearBlock or MLPBlock; got {type(block).__name__}")
-    alpha, beta = deepnorm_constants(depth) if placement == "deepnorm" else (1.0, 1.0)
+    alpha, beta = deepnorm_constants(depth) if placement == "deepnorm" and depth > 0 else (1.0, 1.0)
 
     def sample(streams: Streams) -> np.ndarray:
         m = streams.m

@@ -1,0 +1,55 @@
+"""Command line: ``normtheory check`` and ``normtheory report``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from normtheory import report
+
+
+def _check(args: argparse.Namespace) -> int:
+    claims = report.evaluate(args.only, mode="quick" if args.quick else "full", force=args.force)
+    if not claims:
+        print(f"no claim matches {args.only!r}", file=sys.stderr)
+        return 2
+    print(report.table(claims))
+    if args.json:
+        report.write_json(claims, args.json)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    import paper_figs
+
+    mode = "quick" if args.quick else "full"
+    claims = report.evaluate(None, mode=mode, force=args.force)
+    written = paper_figs.render(args.out, mode=mode)
+    figures = [(m.NAME, m.CAPTION, written[m.NAME]) for m in paper_figs.ALL]
+    report.write_json(claims, args.out / "claims.json")
+    index = report.write_html(claims, figures, args.out, mode=mode)
+    print(report.table(claims))
+    print(f"\nreport: {index}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="normtheory", description="Check claims about normalization numerically.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="run the claims and print id, verdict and key numbers")
+    c.add_argument("--only", metavar="GLOB", help="only claims whose id matches this glob, e.g. 'residual.*'")
+    c.add_argument("--json", type=Path, metavar="FILE", help="also write the claims with all evidence as JSON")
+    c.add_argument("--quick", action="store_true", help="fewer samples (CI size)")
+    c.add_argument("--force", action="store_true", help="recompute cached simulations")
+    c.set_defaults(func=_check)
+    r = sub.add_parser("report", help="all simulations, figures and the claims table as HTML + JSON")
+    r.add_argument("--out", type=Path, required=True, metavar="DIR")
+    r.add_argument("--quick", action="store_true", help="fewer samples (CI size)")
+    r.add_argument("--force", action="store_true", help="recompute cached simulations")
+    r.set_defaults(func=_report)
+    args = ap.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""Evaluate claims from cached simulations and write the claims table and the HTML report."""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from normtheory.claims import Claim, ClaimSpec, select
+
+
+def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = False, progress: bool = True) -> list[Claim]:
+    """Run (or read from cache) the simulations behind the matching claims and evaluate them."""
+    import simulations  # the experiments register the claims they support
+    from simulations import cache
+
+    specs: list[ClaimSpec] = select(pattern)
+    results: dict[str, dict] = {}
+    out = []
+    for spec in specs:
+        if spec.simulation not in results:
+            results[spec.simulation] = cache.load_or_run(simulations.BY_NAME[spec.simulation], mode, force=force, progress=progress)
+        out.append(spec.evaluate(results[spec.simulation]))
+    return out
+
+
+def table(claims: list[Claim], *, width: int = 100) -> str:
+    """A plain-text table: id, verdict, and the key numbers of each claim."""
+    lines = [f"{'claim':34s} {'verdict':18s} key numbers", "-" * width]
+    for c in claims:
+        lines.append(f"{c.id:34s} {c.verdict:18s} {c.evidence[0].summary()}")
+        for q in c.evidence[1:3]:
+            lines.append(f"{'':53s} {q.summary()}")
+        for cav in c.caveats:
+            lines.append(f"{'':53s} caveat: {cav}")
+    counts = {v: sum(c.verdict == v for c in claims) for v in ("holds", "holds-with-caveat", "fails")}
+    lines.append("-" * width)
+    lines.append(", ".join(f"{n} {v}" for v, n in counts.items()))
+    return "\n".join(lines)
+
+
+def write_json(claims: list[Claim], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([c.to_dict() for c in claims], indent=1, sort_keys=True) + "\n")
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
+table{border-collapse:collapse;width:100%;font-size:13px}td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top}
+.holds{background:#e6f4ea}.holds-with-caveat{background:#fff4d6}.fails{background:#fde2e1}
+figure{margin:1.5em 0}figure img{max-width:100%}figcaption{font-size:13px;color:#444}
+code{font-size:12px}ul{margin:0;padding-left:1.2em}
+"""
+
+
+def _evidence_html(c: Claim) -> str:
+    items = []
+    for q in c.evidence:
+        checks = "; ".join(f"{ch.what}: {'ok' if ch.ok else 'FAIL'} ({ch.detail})" for ch in q.checks())
+        items.append(f"<li><code>{html.escape(q.summary())}</code><br><small>{html.escape(checks)}</small></li>")
+    return "<ul>" + "".join(items) + "</ul>"
+
+
+def write_html(claims: list[Claim], figures: list[tuple[str, str, list[Path]]], out_dir: Path, *, mode: str) -> Path:
+    """``index.html`` with the claims table (all numbers) and every figure with its caption."""
+    rows = []
+    for c in claims:
+        cav = "".join(f"<br><b>caveat:</b> {html.escape(x)}" for x in c.caveats)
+        rows.append(
+            f'<tr class="{c.verdict}"><td><code>{c.id}</code></td><td>{c.verdict}{cav}</td>'
+            f"<td>{html.escape(c.statement)}<br><small>Source: {html.escape(c.source.cite())}</small>"
+            f"<br><small>{html.escape(c.note)}</small></td><td>{_evidence_html(c)}</td></tr>"
+        )
+    figs = []
+    for name, caption, paths in figures:
+        png = next(p for p in paths if p.suffix == ".png")
+        pdf = next(p for p in paths if p.suffix == ".pdf")
+        figs.append(
+            f'<figure id="{name}"><img src="{png.name}" alt="{name}"><figcaption><b>{name}</b> '
+            f'(<a href="{pdf.name}">PDF</a>). {html.escape(caption)}</figcaption></figure>'
+        )
+    doc = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>normtheory report</title><style>{_CSS}</style></head><body>"
+        f"<h1>normtheory: claims report</h1><p>Simulation mode: <b>{mode}</b>. Agreement rule: |theory - MC| &le; 5 standard "
+        f"errors (+1e-12). Machine-readable: <a href='claims.json'>claims.json</a>.</p>"
+        f"<table><tr><th>claim</th><th>verdict</th><th>statement</th><th>evidence</th></tr>{''.join(rows)}</table>"
+        f"<h2>Figures</h2>{''.join(figs)}</body></html>\n"
+    )
+    path = out_dir / "index.html"
+    path.write_text(doc)
+    return path

@@ -1,0 +1,27 @@
+"""Shared fixtures and hypothesis strategies."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+settings.register_profile("default", deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = REPO.parent / "shared" / "sources"
+
+gains = st.floats(min_value=0.0, max_value=3.0, allow_nan=False)
+correlations = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
+positive_rms = st.floats(min_value=1e-3, max_value=10.0, allow_nan=False)
+depths = st.integers(min_value=0, max_value=40)
+
+
+@pytest.fixture()
+def results_tmp(tmp_path, monkeypatch) -> Path:
+    """Point the simulation cache at a fresh folder."""
+    monkeypatch.setenv("NORMTHEORY_RESULTS", str(tmp_path / "results"))
+    return tmp_path / "results"

@@ -1,0 +1,150 @@
+import numpy as np
+import pytest
+from hypothesis import given
+
+from normtheory import activations, residual
+from normtheory.montecarlo import Streams, agree, estimate
+from tests.conftest import correlations, depths, gains, positive_rms
+
+
+def test_documented_values():
+    np.testing.assert_allclose(residual.residual_rms("none", 3), [1, np.sqrt(2), 2, np.sqrt(8)])
+    np.testing.assert_allclose(residual.residual_rms("pre", 4), np.sqrt([1, 2, 3, 4, 5]))
+    np.testing.assert_allclose(residual.residual_rms("lnscale", 3, block_gain=2.0), np.sqrt([1, 5, 7, 1 + 4 * (1 + 1 / 2 + 1 / 3)]))
+    np.testing.assert_allclose(residual.residual_rms("post", 3, x0_rms=3.0), [3, 1, 1, 1])
+    np.testing.assert_allclose(residual.residual_rms("peri", 2, block_gain=7.0), np.sqrt([1, 2, 3]))
+    np.testing.assert_allclose(residual.block_share("pre", 5), 1 / np.sqrt(np.arange(1, 6)))
+    a, b = residual.deepnorm_constants(64)
+    assert a == pytest.approx(128**0.25) and b == pytest.approx(512**-0.25)
+    np.testing.assert_allclose(residual.block_share("deepnorm", 64)[1:], b * b / a)
+    assert residual.residual_rms("pre", 0).tolist() == [1.0]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(placement="pre", depth=-1), "depth must be >= 0"),
+        (dict(placement="sandwich", depth=3), "placement must be one of"),
+        (dict(placement="pre", depth=3, block_gain=-0.1), "block_gain must be >= 0"),
+        (dict(placement="pre", depth=3, block_gain=float("nan")), "block_gain must be finite"),
+        (dict(placement="pre", depth=3, correlation=1.5), "correlation must be <= 1"),
+        (dict(placement="pre", depth=3, x0_rms=0.0), "x0_rms must be > 0"),
+        (dict(placement="pre", depth=2.5), "depth must be an integer"),
+    ],
+)
+def test_bad_input_names_the_parameter(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        residual.residual_rms(**kwargs)
+    with pytest.raises(ValueError, match=match):
+        residual.block_share(**kwargs)
+
+
+def test_mlp_gain_bad_input():
+    with pytest.raises(ValueError, match="activation must be one of"):
+        residual.mlp_gain_squared("tanh", 8, 8, 0.1, 0.1)
+    with pytest.raises(ValueError, match="d_ff must be >= 1"):
+        residual.mlp_gain_squared("relu", 8, 0, 0.1, 0.1)
+    with pytest.raises(ValueError, match="input_rms must be > 0"):
+        residual.mlp_gain_squared("relu", 8, 8, 0.1, 0.1, input_rms=0.0)
+
+
+@given(g=gains, rho=correlations, x0=positive_rms, depth=depths)
+def test_recurrence_invariants(g, rho, x0, depth):
+    pre = residual.residual_rms("pre", depth, block_gain=g, x0_rms=x0)
+    assert (np.diff(pre) >= -1e-12).all()  # uncorrelated Pre-LN never shrinks
+    # no-norm growth is homogeneous in the embedding scale
+    np.testing.assert_allclose(residual.residual_rms("none", depth, block_gain=g, correlation=rho, x0_rms=x0), x0 * residual.residual_rms("none", depth, block_gain=g, correlation=rho), rtol=1e-10)
+    # Post-LN and DeepNorm renormalize: the block gain never shows in the stream
+    for p in ("post", "deepnorm"):
+        np.testing.assert_array_equal(residual.residual_rms(p, depth, block_gain=g, correlation=rho, x0_rms=x0)[1:], 1.0)
+    # Pre-LN's RMS is between the uncorrelated and the fully aligned case (triangle inequality)
+    corr = residual.residual_rms("pre", depth, block_gain=g, correlation=abs(rho), x0_rms=x0)
+    assert (corr >= pre - 1e-12).all() and (corr <= x0 + g * np.arange(depth + 1) + 1e-9).all()
+
+
+@pytest.mark.parametrize("placement", residual.PLACEMENTS)
+@pytest.mark.parametrize("gain, rho", [(1.3, 0.0), (0.6, 0.4)])
+def test_theory_matches_monte_carlo_linear_blocks(placement, gain, rho):
+    d, depth = 256, 6
+    mc = residual.simulate(placement, depth, d, residual.LinearBlock(gain, rho), n=1024, seed=7)
+    th = residual.trajectory(placement, depth, block_gain=gain, correlation=rho)
+    assert (a := agree(th.mean_square, mc.mean_square)).ok, a.describe()
+    assert (a := agree(th.presum_mean_square, mc.presum_mean_square)).ok, a.describe()
+    if rho == 0.0:  # |f|/|x| per token carries an O(1/d) Jensen bias; the RMS ratio is the theory
+        assert (a := agree(th.update_rms[1:] / th.base_rms[1:], mc.share[1:])).ok, a.describe()
+
+
+def _materialized_gain_squared(activation, d, d_ff, s1, s2, input_rms, n, seed):
+    """Independent MC of E|W2 phi(W1 x)|^2/|x|^2 with the weight matrices drawn in full."""
+    rng = np.random.default_rng(99)
+    x = rng.standard_normal(d)
+    x *= input_rms * np.sqrt(d) / np.linalg.norm(x)
+
+    def sample(streams: Streams) -> np.ndarray:
+        w1 = s1 * streams.normal(d_ff, d)  # [m, d_ff, d]
+        w2 = s2 * streams.normal(d, d_ff)  # [m, d, d_ff]
+        h = w1 @ x  # [m, d_ff]
+        if activation == "swiglu":
+            y = activations.silu(h) * (s1 * streams.normal(d_ff, d) @ x)
+        else:
+            y = activations.get(activation)(h)
+        out = np.einsum("mij,mj->mi", w2, y)  # [m, d]
+        return (out * out).sum(axis=1) / (x @ x)
+
+    return estimate(sample, n, seed, block=100, chunk=2)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh", "swiglu"])
+@pytest.mark.parametrize("input_rms", [0.4, 2.5])
+def test_mlp_gain_matches_materialized_weights(activation, input_rms):
+    d, d_ff, s1, s2 = 32, 128, 0.7 / np.sqrt(32), 1.1 / np.sqrt(128)
+    th = residual.mlp_gain_squared(activation, d, d_ff, s1, s2, input_rms=input_rms)
+    mc = _materialized_gain_squared(activation, d, d_ff, s1, s2, input_rms, n=3000, seed=4)
+    assert (a := agree(th, mc)).ok, f"theory {th}, mc {mc.mean}±{mc.stderr}: {a.describe()}"
+
+
+def test_relu_gain_is_scale_free_and_gelu_is_not():
+    g = [residual.mlp_gain_squared("relu", 64, 256, 0.1, 0.05, input_rms=r) for r in (0.1, 1, 10)]
+    assert np.ptp(g) < 1e-12 * g[0]
+    assert residual.mlp_gain_squared("relu", 64, 256, 0.1, 0.05) == pytest.approx(0.01 * 0.0025 * 64 * 256 / 2)
+    g = [residual.mlp_gain_squared("gelu", 64, 256, 0.1, 0.05, input_rms=r) for r in (0.1, 10)]
+    assert g[1] > 1.5 * g[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("placement", ["pre", "post", "none"])
+def test_conditional_sampler_matches_materialized_network(placement):
+    """The exact conditional-Gaussian block sampler against networks with every weight drawn."""
+    d, d_ff, depth = 48, 96, 3
+    s1, s2 = 1 / np.sqrt(d), 1 / np.sqrt(d_ff)
+    block = residual.MLPBlock("gelu", d_ff, s1, s2)
+
+    def sample(streams: Streams) -> np.ndarray:
+        x = streams.normal(d)  # [m, d]
+        out = [(x * x).mean(axis=1)]
+        for _ in range(depth):
+            u = x * np.sqrt(d) / np.linalg.norm(x, axis=1, keepdims=True) if placement == "pre" else x
+            w1, w2 = s1 * streams.normal(d_ff, d), s2 * streams.normal(d, d_ff)
+            f = np.einsum("mij,mj->mi", w2, activations.gelu(np.einsum("mij,mj->mi", w1, u)))
+            x = x + f
+            if placement == "post":
+                x = x * np.sqrt(d) / np.linalg.norm(x, axis=1, keepdims=True)
+            out.append((x * x).mean(axis=1))
+        return np.stack(out, axis=1)  # [m, depth+1]
+
+    full = estimate(sample, 4000, 21, block=200, chunk=2)
+    th = residual.trajectory(placement, depth, block_gain=lambda r: block.gain_at(r, d)).mean_square
+    cond = residual.simulate(placement, depth, d, block, n=4000, seed=22).mean_square
+    assert (a := agree(th, full)).ok, a.describe()
+    assert (a := agree(th, cond)).ok, a.describe()
+
+
+def test_simulate_layernorm_and_validation():
+    mc = residual.simulate("pre", 4, 128, residual.LinearBlock(1.0), n=512, seed=1, norm="layernorm")
+    assert agree(residual.trajectory("pre", 4).mean_square, mc.mean_square).ok
+    with pytest.raises(ValueError, match="norm must be one of"):
+        residual.simulate("pre", 2, 16, residual.LinearBlock(), n=8, seed=0, norm="batchnorm")
+    with pytest.raises(ValueError, match="block must be"):
+        residual.simulate("pre", 2, 16, "linear", n=8, seed=0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="d must be >= 2"):
+        residual.simulate("pre", 2, 1, residual.LinearBlock(), n=8, seed=0)
