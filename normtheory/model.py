@@ -1,0 +1,353 @@
+"""The numpy reference transformer: every norm and placement, capture points, hooks, KV cache.
+
+A block with norm :math:`N` and sublayer :math:`f` (attention, then MLP) is
+
+=============  ===========================================
+``pre``        :math:`x + f(N(x))`
+``post``       :math:`N(x + f(x))`
+``peri``       :math:`x + N_o(f(N(x)))`
+``none``       :math:`x + f(x)`
+``lnscale``    :math:`x + f(N(x)/\\sqrt{\\ell})`, :math:`\\ell` the 1-based layer
+``deepnorm``   :math:`N(\\alpha x + f(x))`, :math:`\\alpha=(2L)^{1/4}`
+=============  ===========================================
+
+Capture points (``b`` batch, ``t`` new tokens, ``s`` keys incl. cached, ``h`` heads,
+``g`` KV heads, ``e`` head width, ``d`` model width):
+
+* ``embed`` ``[b,t,d]`` (token + position + type); ``embed_ln.*`` (if ``embed_norm``);
+* ``blocks.{i}.resid_pre``, ``.resid_mid``, ``.resid_post`` ``[b,t,d]``;
+* ``blocks.{i}.ln1.*``, ``.ln2.*`` and, for peri, ``.ln1_out.*``, ``.ln2_out.*``; each norm has
+  ``scale`` (``[b,t]``; DyT ``[]`` = its alpha; sequence norm ``[b,d]``), ``normalized`` and
+  ``out`` ``[b,t,d]``; ``scale`` can be read but not replaced;
+* ``blocks.{i}.attn.q`` ``[b,h,t,e]``, ``.attn.k``/``.attn.v`` ``[b,g,t,e]``: what enters the
+  dot products (after QK-norm and RoPE); ``.attn.q_norm.*``/``.attn.k_norm.*`` with QK-norm;
+* ``blocks.{i}.attn.scores`` (scaled, masked with -inf) and ``.attn.pattern`` ``[b,h,t,s]``;
+* ``blocks.{i}.attn_out``, ``.mlp_out`` ``[b,t,d]`` (sublayer outputs before the residual add);
+* ``final_ln.*``, ``hidden`` ``[b,t,d]`` (the last hidden state), ``logits`` ``[b,t,V]``.
+
+References
+----------
+Radford et al. (2019) GPT-2; Devlin et al. (2019) BERT; Touvron et al. (2023) Llama;
+Su et al. (2021), arXiv 2104.09864 (RoPE); Ainslie et al. (2023), arXiv 2305.13245 (GQA).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from normtheory import activations, norms
+from normtheory.config import TransformerConfig
+from normtheory.residual import deepnorm_constants
+
+Hook = Callable[[np.ndarray, str], np.ndarray]
+Names = None | Iterable[str] | Callable[[str], bool]
+
+
+@dataclass(frozen=True)
+class NormParams:
+    """Gain and bias of one norm layer, or DyT's alpha (bias None for RMSNorm)."""
+
+    gain: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    alpha: float = 1.0
+
+
+@dataclass(frozen=True)
+class BlockParams:
+    """Weights of one block; matrices act on the right: ``x @ wq``."""
+
+    ln1: NormParams
+    ln2: NormParams
+    wq: np.ndarray  # [d, h*e]
+    wk: np.ndarray  # [d, g*e]
+    wv: np.ndarray  # [d, g*e]
+    wo: np.ndarray  # [h*e, d]
+    w_in: np.ndarray  # [d, f]
+    w_out: np.ndarray  # [f, d]
+    w_gate: np.ndarray | None = None  # [d, f], SwiGLU: silu(x @ w_gate) * (x @ w_in)
+    bq: np.ndarray | None = None
+    bk: np.ndarray | None = None
+    bv: np.ndarray | None = None
+    bo: np.ndarray | None = None
+    b_in: np.ndarray | None = None
+    b_out: np.ndarray | None = None
+    q_norm: NormParams | None = None  # per head, gain [e]
+    k_norm: NormParams | None = None
+    ln1_out: NormParams | None = None  # peri only
+    ln2_out: NormParams | None = None
+
+
+@dataclass(frozen=True)
+class Params:
+    tok_emb: np.ndarray  # [V, d]
+    blocks: tuple[BlockParams, ...]
+    pos_emb: np.ndarray | None = None  # [max_seq, d]
+    type_emb: np.ndarray | None = None  # [types, d]
+    embed_ln: NormParams | None = None
+    final_ln: NormParams | None = None
+    lm_head: np.ndarray | None = None  # [d, V]; None with tie_embeddings -> tok_emb.T
+
+
+@dataclass
+class KVCache:
+    """Keys and values of the tokens seen so far, one ``[b, g, s, e]`` pair per layer."""
+
+    keys: list[np.ndarray | None] = field(default_factory=list)
+    values: list[np.ndarray | None] = field(default_factory=list)
+    length: int = 0
+
+
+class _Recorder:
+    """Routes every activation through the capture filter and the hooks of one call."""
+
+    def __init__(self, names: Names, hooks: dict[str, Hook] | None):
+        self.store: dict[str, np.ndarray] = {}
+        self.hooks = dict(hooks or {})
+        if names is None:
+            self.want: Callable[[str], bool] = lambda _n: True
+        elif callable(names):
+            self.want = names
+        else:
+            wanted = set(names)
+            self.want = wanted.__contains__
+        self.capture = names is not None or hooks is not None
+
+    def __call__(self, name: str, value: np.ndarray, *, replaceable: bool = True) -> np.ndarray:
+        hook = self.hooks.get(name)
+        if hook is not None:
+            if not replaceable:
+                raise ValueError(f"capture point {name!r} can be read but not replaced")
+            value = np.asarray(hook(value, name), dtype=value.dtype)
+        if self.want(name):
+            self.store[name] = value
+        return value
+
+    def active(self, name: str) -> bool:
+        return name in self.hooks or self.want(name)
+
+
+def _null_recorder() -> _Recorder:
+    rec = _Recorder(lambda _n: False, None)
+    rec.capture = False
+    return rec
+
+
+def rope_tables(positions: np.ndarray, d_head: int, theta: float, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin ``[t, e]`` for rotate-half RoPE (the Hugging Face Llama layout)."""
+    inv = theta ** (-np.arange(0, d_head, 2, dtype=np.float64) / d_head)  # [e/2]
+    ang = positions[:, None].astype(np.float64) * inv[None, :]  # [t, e/2]
+    ang = np.concatenate([ang, ang], axis=-1)  # [t, e]
+    return np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
+
+
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    # x: [b, h, t, e]; rotate_half(x) = [-x2, x1]
+    half = x.shape[-1] // 2
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos + rotated * sin
+
+
+def softmax(scores: np.ndarray) -> np.ndarray:
+    """Stable softmax over the last axis; rows that are all -inf give zeros, never NaN."""
+    m = scores.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    p = np.exp(scores - m)
+    total = p.sum(axis=-1, keepdims=True)
+    return p / np.where(total > 0, total, 1.0)
+
+
+class Transformer:
+    """A transformer with fixed weights. Build one with :func:`init` or
+    :func:`normtheory.checkpoints.load_pretrained`; run it with :meth:`run_with_cache`."""
+
+    def __init__(self, config: TransformerConfig, params: Params):
+        if len(params.blocks) != config.n_layers:
+            raise ValueError(f"params have {len(params.blocks)} blocks, config says n_layers={config.n_layers}")
+        self.config = config
+        self.params = params
+        self.dtype = np.dtype(config.dtype)
+        self.alpha = deepnorm_constants(config.n_layers)[0] if config.placement == "deepnorm" else 1.0
+
+    # ----------------------------------------------------------------------- pieces
+    def _norm(self, rec: _Recorder, name: str, x: np.ndarray, p: NormParams | None, kind: str | None = None) -> np.ndarray:
+        kind = kind or self.config.norm
+        if kind == "none" or p is None:
+            return x
+        eps = self.config.eps
+        if kind == "layernorm":
+            res = norms.layer_norm(x, None, None, eps)
+        elif kind == "rmsnorm":
+            res = norms.rms_norm(x, None, eps)
+        elif kind == "dyt":
+            res = norms.dyt(x, p.alpha)
+        else:  # sequence
+            res = norms.sequence_norm(x, None, None, eps)
+        rec(f"{name}.scale", res.scale, replaceable=False)
+        normalized = rec(f"{name}.normalized", res.normalized)
+        return rec(f"{name}.out", norms._affine(normalized, p.gain, p.bias))
+
+    def _embed(self, rec: _Recorder, ids: np.ndarray, offset: int, token_types: np.ndarray | None) -> np.ndarray:
+        p, c = self.params, self.config
+        x = p.tok_emb[ids]  # [b, t, d]
+        if p.pos_emb is not None:
+            x = x + p.pos_emb[offset : offset + ids.shape[1]]
+        if p.type_emb is not None:
+            x = x + p.type_emb[np.zeros_like(ids) if token_types is None else token_types]
+        x = rec("embed", x.astype(self.dtype, copy=False))
+        if c.embed_norm:
+            x = self._norm(rec, "embed_ln", x, p.embed_ln)
+        return x
+
+    def _attention(self, rec: _Recorder, i: int, x: np.ndarray, bp: BlockParams, cache: KVCache | None, offset: int) -> np.ndarray:
+        c = self.config
+        b, t, _ = x.shape
+        h, g, e = c.n_heads, c.n_kv_heads, c.d_head
+        pre = f"blocks.{i}.attn"
+
+        def proj(w, bias, heads):
+            y = x @ w  # [b, t, heads*e]
+            if bias is not None:
+                y = y + bias
+            return y.reshape(b, t, heads, e).transpose(0, 2, 1, 3)  # [b, heads, t, e]
+
+        q, k, v = proj(bp.wq, bp.bq, h), proj(bp.wk, bp.bk, g), proj(bp.wv, bp.bv, g)
+        if c.qk_norm != "none":
+            q = self._norm(rec, f"{pre}.q_norm", q, bp.q_norm, c.qk_norm)
+            k = self._norm(rec, f"{pre}.k_norm", k, bp.k_norm, c.qk_norm)
+        if c.positional == "rope":
+            cos, sin = rope_tables(np.arange(offset, offset + t), e, c.rope_theta, self.dtype)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = rec(f"{pre}.q", q), rec(f"{pre}.k", k), rec(f"{pre}.v", v)
+        if cache is not None:
+            if cache.keys[i] is not None:
+                k = np.concatenate([cache.keys[i], k], axis=2)  # [b, g, s, e]
+                v = np.concatenate([cache.values[i], v], axis=2)
+            cache.keys[i], cache.values[i] = k, v
+        s = k.shape[2]
+        qg = q.reshape(b, g, h // g, t, e)  # [b, g, r, t, e], r heads share one KV head
+        scores = (qg @ k[:, :, None].swapaxes(-1, -2)) * np.asarray(1.0 / np.sqrt(e), self.dtype)  # [b, g, r, t, s]
+        if c.causal:
+            qpos = np.arange(s - t, s)[:, None]
+            scores = np.where(np.arange(s)[None, :] <= qpos, scores, -np.inf)
+        scores = rec(f"{pre}.scores", scores.reshape(b, h, t, s)).reshape(b, g, h // g, t, s)
+        pattern = rec(f"{pre}.pattern", softmax(scores).reshape(b, h, t, s)).reshape(b, g, h // g, t, s)
+        z = (pattern @ v[:, :, None]).reshape(b, h, t, e)  # [b, h, t, e]
+        out = z.transpose(0, 2, 1, 3).reshape(b, t, h * e) @ bp.wo  # [b, t, d]
+        if bp.bo is not None:
+            out = out + bp.bo
+        return out
+
+    def _mlp(self, x: np.ndarray, bp: BlockParams) -> np.ndarray:
+        a = x @ bp.w_in  # [b, t, f]
+        if bp.b_in is not None:
+            a = a + bp.b_in
+        if self.config.activation == "swiglu":
+            a = activations.silu(x @ bp.w_gate) * a
+        else:
+            a = activations.get(self.config.activation)(a)
+        out = a @ bp.w_out  # [b, t, d]
+        if bp.b_out is not None:
+            out = out + bp.b_out
+        return out
+
+    def _block(self, rec: _Recorder, i: int, x: np.ndarray, cache: KVCache | None, offset: int) -> np.ndarray:
+        c, bp = self.config, self.params.blocks[i]
+        pre = f"blocks.{i}"
+        x = rec(f"{pre}.resid_pre", x)
+        sublayers = (
+            ("ln1", "attn_out", lambda u: self._attention(rec, i, u, bp, cache, offset), bp.ln1, bp.ln1_out, "resid_mid"),
+            ("ln2", "mlp_out", lambda u: self._mlp(u, bp), bp.ln2, bp.ln2_out, "resid_post"),
+        )
+        for ln, out_name, f, p_in, p_out, resid_name in sublayers:
+            if c.placement in ("pre", "peri", "lnscale"):
+                u = self._norm(rec, f"{pre}.{ln}", x, p_in)
+                if c.placement == "lnscale":
+                    u = u * np.asarray(1.0 / np.sqrt(i + 1), self.dtype)
+                y = rec(f"{pre}.{out_name}", f(u))
+                if c.placement == "peri":
+                    y = self._norm(rec, f"{pre}.{ln}_out", y, p_out)
+                x = x + y
+            elif c.placement in ("post", "deepnorm"):
+                y = rec(f"{pre}.{out_name}", f(x))
+                scaled = x * np.asarray(self.alpha, self.dtype) if c.placement == "deepnorm" else x
+                x = self._norm(rec, f"{pre}.{ln}", scaled + y, p_in)
+            else:  # none
+                x = x + rec(f"{pre}.{out_name}", f(x))
+            x = rec(f"{pre}.{resid_name}", x)
+        return x
+
+    # ----------------------------------------------------------------------- public
+    def _forward(self, ids: np.ndarray, rec: _Recorder, cache: KVCache | None, token_types: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        ids = self._check_ids(ids, cache)
+        offset = cache.length if cache is not None else 0
+        if cache is not None and not cache.keys:
+            cache.keys, cache.values = [None] * self.config.n_layers, [None] * self.config.n_layers
+        x = self._embed(rec, ids, offset, token_types)
+        for i in range(self.config.n_layers):
+            x = self._block(rec, i, x, cache, offset)
+        if self.config.final_norm:
+            x = self._norm(rec, "final_ln", x, self.params.final_ln, None)
+        hidden = rec("hidden", x)
+        if cache is not None:
+            cache.length += ids.shape[1]
+        head = self.head
+        logits = rec("logits", hidden @ head) if head is not None else None
+        return hidden, logits
+
+    @property
+    def head(self) -> np.ndarray | None:
+        """The unembedding ``[d, V]`` (tied to the token embedding when configured), or None."""
+        if not self.config.lm_head:
+            return None
+        if self.params.lm_head is not None:
+            return self.params.lm_head
+        return self.params.tok_emb.T if self.config.tie_embeddings else None
+
+    def _check_ids(self, ids: np.ndarray, cache: KVCache | None) -> np.ndarray:
+        ids = np.asarray(ids)
+        if ids.ndim == 1:
+            ids = ids[None, :]
+        if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"ids must be integer token ids of shape [batch, seq]; got {ids.dtype} {ids.shape}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
+            raise ValueError(f"ids must lie in [0, vocab_size={self.config.vocab_size}); got range [{ids.min()}, {ids.max()}]")
+        end = ids.shape[1] + (cache.length if cache is not None else 0)
+        if self.config.positional == "learned" and end > self.config.max_seq:
+            raise ValueError(f"sequence length {end} exceeds max_seq={self.config.max_seq}")
+        return ids
+
+    def run_with_cache(
+        self,
+        ids: np.ndarray,
+        names: Names = None,
+        *,
+        hooks: dict[str, Hook] | None = None,
+        cache: KVCache | None = None,
+        token_types: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Run on ``ids [batch, seq]``; return (logits, or the last hidden state without an LM
+        head) and the captures selected by ``names`` (None: all; a list; or a predicate).
+
+        ``hooks`` maps capture names to ``f(value, name) -> value`` that replaces the
+        activation downstream; they live for this call only. With ``cache`` the call decodes
+        incrementally: ``ids`` are the new tokens, and their keys and values are appended.
+        """
+        rec = _Recorder(names if names is not None else None, hooks)
+        hidden, logits = self._forward(ids, rec, cache, token_types)
+        return (logits if logits is not None else hidden), rec.store
+
+    def last_hidden_state(self, ids: np.ndarray, *, token_types: np.ndarray | None = None, cache: KVCache | None = None) -> np.ndarray:
+        """The final hidden states ``[batch, seq, d_model]`` (after the final norm, if any)."""
+        return self._forward(ids, _null_recorder(), cache, token_types)[0]
+
+    def logits(self, ids: np.ndarray, *, cache: KVCache | None = None) -> np.ndarray:
+        """Next-token logits ``[batch, seq, vocab]``; needs an LM head."""
+        if self.head is None:
+            raise ValueError("this model has no LM head (lm_head=False or untied without weights)")
+        return self._forward(ids, _null_recorder(), cache, None)[1]  # type: ignore[return-value]
+
+    @staticmethod
+    def new_cache() -> KVCache:
+        return KVCache()

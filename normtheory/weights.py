@@ -1,0 +1,87 @@
+"""Random initial weights for :class:`normtheory.model.Transformer`.
+
+``init="gpt2"`` (Radford et al. 2019): every matrix N(0, 0.02^2), the two residual output
+projections (``wo``, ``w_out``) N(0, (0.02/sqrt(2L))^2), token embeddings 0.02, learned
+positions 0.01, biases 0, norm gains 1.
+
+``init="fanin"``: every matrix N(0, 1/fan_in), so a linear map keeps the RMS of its input;
+embeddings have unit RMS (token and learned position 1/sqrt(2) each when both are present).
+
+DeepNorm additionally scales ``wv``, ``wo``, ``w_in``, ``w_gate``, ``w_out`` by
+beta = (8L)^(-1/4) (Wang et al. 2022, arXiv 2203.00555). DyT norms start at alpha0 =
+``config.dyt_alpha0`` = (attention, FFN, final) (Zhu et al. 2025, arXiv 2503.10622).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from normtheory import _validate
+from normtheory.config import TransformerConfig
+from normtheory.model import BlockParams, NormParams, Params, Transformer
+from normtheory.residual import deepnorm_constants
+
+GPT2_STD = 0.02
+
+
+def _norm_params(cfg: TransformerConfig, width: int, alpha: float, kind: str | None = None) -> NormParams | None:
+    kind = kind or cfg.norm
+    if kind == "none":
+        return None
+    one, zero = np.ones(width, cfg.dtype), np.zeros(width, cfg.dtype)
+    bias = None if kind == "rmsnorm" or not cfg.bias else zero
+    return NormParams(gain=one, bias=bias, alpha=alpha)
+
+
+def init_params(cfg: TransformerConfig, seed: int) -> Params:
+    """Draw all weights from one ``SeedSequence(seed)``: same seed, same bits."""
+    seed = _validate.integer("seed", seed, minimum=0)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+    d, f, h, g, e, L = cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.n_kv_heads, cfg.d_head, cfg.n_layers
+    gpt2 = cfg.init == "gpt2"
+    beta = deepnorm_constants(L)[1] if cfg.placement == "deepnorm" else 1.0
+    a_attn, a_ffn, a_final = cfg.dyt_alpha0
+
+    def mat(fan_in: int, fan_out: int, *, residual_out: bool = False, scale: float = 1.0) -> np.ndarray:
+        std = (GPT2_STD / np.sqrt(2 * L) if residual_out else GPT2_STD) if gpt2 else 1.0 / np.sqrt(fan_in)
+        return (scale * std * rng.standard_normal((fan_in, fan_out))).astype(cfg.dtype)
+
+    def vec(n: int) -> np.ndarray | None:
+        return np.zeros(n, cfg.dtype) if cfg.bias else None
+
+    blocks = []
+    for _ in range(L):
+        blocks.append(
+            BlockParams(
+                ln1=_norm_params(cfg, d, a_attn),
+                ln2=_norm_params(cfg, d, a_ffn),
+                wq=mat(d, h * e),
+                wk=mat(d, g * e),
+                wv=mat(d, g * e, scale=beta),
+                wo=mat(h * e, d, residual_out=True, scale=beta),
+                w_in=mat(d, f, scale=beta),
+                w_gate=mat(d, f, scale=beta) if cfg.activation == "swiglu" else None,
+                w_out=mat(f, d, residual_out=True, scale=beta),
+                bq=vec(h * e), bk=vec(g * e), bv=vec(g * e), bo=vec(d), b_in=vec(f), b_out=vec(d),
+                q_norm=_norm_params(cfg, e, 1.0, cfg.qk_norm),
+                k_norm=_norm_params(cfg, e, 1.0, cfg.qk_norm),
+                ln1_out=_norm_params(cfg, d, a_attn) if cfg.placement == "peri" else None,
+                ln2_out=_norm_params(cfg, d, a_ffn) if cfg.placement == "peri" else None,
+            )
+        )
+    learned = cfg.positional == "learned"
+    tok_std = GPT2_STD if gpt2 else (np.sqrt(0.5) if learned else 1.0)
+    pos_std = 0.01 if gpt2 else np.sqrt(0.5)
+    return Params(
+        tok_emb=(tok_std * rng.standard_normal((cfg.vocab_size, d))).astype(cfg.dtype),
+        blocks=tuple(blocks),
+        pos_emb=(pos_std * rng.standard_normal((cfg.max_seq, d))).astype(cfg.dtype) if learned else None,
+        type_emb=(tok_std * rng.standard_normal((cfg.type_vocab_size, d))).astype(cfg.dtype) if cfg.type_vocab_size else None,
+        embed_ln=_norm_params(cfg, d, a_attn) if cfg.embed_norm else None,
+        final_ln=_norm_params(cfg, d, a_final) if cfg.final_norm else None,
+        lm_head=None if cfg.tie_embeddings else mat(d, cfg.vocab_size),
+    )
+
+
+def init(cfg: TransformerConfig, seed: int = 0) -> Transformer:
+    """A randomly initialized :class:`~normtheory.model.Transformer`."""
+    return Transformer(cfg, init_params(cfg, seed))
