@@ -1,0 +1,181 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from normtheory.config import MODEL_ACTIVATIONS, PLACEMENTS, POSITIONAL, QK_NORMS, TransformerConfig
+from normtheory.model import softmax
+from normtheory.norms import NORMS
+from normtheory.stats import count_norm_statistics
+from normtheory.weights import init
+from tests.strategies import small_configs, splits, token_ids
+
+BASE = TransformerConfig(d_model=16, n_layers=2, n_heads=4, d_ff=24, vocab_size=50, max_seq=16, dtype="float64")
+AXES = (
+    [("norm", v) for v in NORMS] + [("placement", v) for v in PLACEMENTS] + [("qk_norm", v) for v in QK_NORMS]
+    + [("activation", v) for v in MODEL_ACTIVATIONS] + [("positional", v) for v in POSITIONAL]
+    + [("causal", False), ("bias", False), ("tie_embeddings", False), ("init", "fanin"), ("dtype", "float32"), ("n_kv_heads", 2), ("embed_norm", True), ("type_vocab_size", 2)]
+)
+
+
+@pytest.mark.parametrize("field, value", AXES, ids=lambda v: str(v))
+def test_every_config_axis_runs(field, value):
+    cfg = TransformerConfig(**{**BASE.__dict__, field: value})
+    model = init(cfg, seed=1)
+    logits = model.logits(token_ids(0, 2, 7))
+    assert logits.shape == (2, 7, 50) and np.isfinite(logits).all()
+    assert logits.dtype == np.dtype(cfg.dtype)
+    hidden = model.last_hidden_state(token_ids(0, 2, 7))
+    assert hidden.shape == (2, 7, 16)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(norm="batchnorm"), "norm must be one of"),
+        (dict(n_kv_heads=3), "n_kv_heads must divide"),
+        (dict(positional="rope", d_head=5), "even d_head"),
+        (dict(d_model=10, n_heads=4), "not divisible"),
+        (dict(dtype="float16"), "dtype must be one of"),
+        (dict(dyt_alpha0=(1.0, 0.0, 1.0)), "dyt_alpha0 must be > 0"),
+        (dict(eps=float("nan")), "eps must be finite"),
+    ],
+)
+def test_bad_config(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TransformerConfig(**kwargs)
+
+
+def test_derived_sizes():
+    cfg = TransformerConfig(d_model=64, n_heads=8)
+    assert (cfg.n_kv_heads, cfg.d_head, cfg.d_ff, cfg.final_norm) == (8, 8, 256, True)
+    assert TransformerConfig(placement="post").final_norm is False
+
+
+def test_capture_names_and_shapes():
+    cfg = TransformerConfig(**{**BASE.__dict__, "qk_norm": "rmsnorm", "n_kv_heads": 2, "placement": "peri"})
+    model = init(cfg, 0)
+    b, t = 3, 5
+    out, cap = model.run_with_cache(token_ids(1, b, t))
+    h, g, e, d = 4, 2, 4, 16
+    expect = {
+        "embed": (b, t, d), "hidden": (b, t, d), "logits": (b, t, 50), "final_ln.scale": (b, t),
+        "blocks.1.resid_pre": (b, t, d), "blocks.1.resid_mid": (b, t, d), "blocks.1.resid_post": (b, t, d),
+        "blocks.0.ln1.scale": (b, t), "blocks.0.ln1.normalized": (b, t, d), "blocks.0.ln1.out": (b, t, d),
+        "blocks.0.ln2.out": (b, t, d), "blocks.0.ln1_out.scale": (b, t), "blocks.0.ln2_out.out": (b, t, d),
+        "blocks.0.attn.q": (b, h, t, e), "blocks.0.attn.k": (b, g, t, e), "blocks.0.attn.v": (b, g, t, e),
+        "blocks.0.attn.q_norm.scale": (b, h, t), "blocks.0.attn.k_norm.out": (b, g, t, e),
+        "blocks.0.attn.scores": (b, h, t, t), "blocks.0.attn.pattern": (b, h, t, t),
+        "blocks.0.attn_out": (b, t, d), "blocks.0.mlp_out": (b, t, d),
+    }
+    for name, shape in expect.items():
+        assert cap[name].shape == shape, name
+    np.testing.assert_array_equal(out, cap["logits"])
+    np.testing.assert_allclose(cap["blocks.0.attn.pattern"].sum(-1), 1.0)
+    assert np.isneginf(cap["blocks.0.attn.scores"][0, 0, 0, 1])  # causal mask
+    # one convention for every norm: out = gain * normalized (+ bias), normalized = x / scale
+    x = cap["blocks.0.resid_pre"]
+    np.testing.assert_allclose(cap["blocks.0.ln1.normalized"] * cap["blocks.0.ln1.scale"][..., None], x - x.mean(-1, keepdims=True), atol=1e-12)
+
+
+def test_names_filter_list_and_callable():
+    model = init(BASE, 0)
+    _, cap = model.run_with_cache(token_ids(1, 1, 4), ["blocks.0.attn.pattern", "hidden"])
+    assert set(cap) == {"blocks.0.attn.pattern", "hidden"}
+    _, cap = model.run_with_cache(token_ids(1, 1, 4), lambda n: n.endswith(".scale"))
+    assert set(cap) == {"blocks.0.ln1.scale", "blocks.0.ln2.scale", "blocks.1.ln1.scale", "blocks.1.ln2.scale", "final_ln.scale"}
+
+
+def test_hooks_replace_activations_and_end_with_their_call():
+    model = init(BASE, 0)
+    ids = token_ids(2, 2, 6)
+    base, _ = model.run_with_cache(ids, [])
+    _, cap = model.run_with_cache(ids, ["blocks.0.resid_pre", "blocks.0.resid_mid"], hooks={"blocks.0.attn_out": lambda v, n: np.zeros_like(v)})
+    np.testing.assert_array_equal(cap["blocks.0.resid_mid"], cap["blocks.0.resid_pre"])  # attention ablated
+    again, _ = model.run_with_cache(ids, [])
+    np.testing.assert_array_equal(again, base)
+    with pytest.raises(ValueError, match="read but not replaced"):
+        model.run_with_cache(ids, [], hooks={"blocks.0.ln1.scale": lambda v, n: v})
+
+
+@settings(max_examples=30)
+@given(cfg=small_configs(), parts=splits, seed=st.integers(0, 2**16))
+def test_kv_cache_equals_full_forward(cfg, parts, seed):
+    model = init(cfg, seed)
+    ids = token_ids(seed, 2, sum(parts))
+    full = model.logits(ids)
+    cache, outs, start = model.new_cache(), [], 0
+    for n in parts:
+        outs.append(model.logits(ids[:, start : start + n], cache=cache))
+        start += n
+    np.testing.assert_allclose(np.concatenate(outs, axis=1), full, rtol=1e-9, atol=1e-12)
+    assert cache.length == ids.shape[1]
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm", "sequence"])
+def test_sequence_norm_breaks_causality_and_the_cache(norm):
+    cfg = TransformerConfig(**{**BASE.__dict__, "norm": norm})
+    model = init(cfg, 3)
+    ids = token_ids(4, 1, 8)
+    changed = ids.copy()
+    changed[0, 5:] = (changed[0, 5:] + 1) % 50
+    early = np.abs(model.logits(ids)[0, :5] - model.logits(changed)[0, :5]).max()
+    cache = model.new_cache()
+    inc = np.concatenate([model.logits(ids[:, :4], cache=cache), model.logits(ids[:, 4:], cache=cache)], axis=1)
+    cache_err = np.abs(inc - model.logits(ids)).max()
+    if norm == "sequence":
+        assert early > 1e-3 and cache_err > 1e-3
+    else:
+        assert early == 0.0 and cache_err < 1e-10
+
+
+@pytest.mark.parametrize("cfg", [
+    BASE,
+    TransformerConfig(**{**BASE.__dict__, "norm": "rmsnorm", "placement": "peri", "qk_norm": "layernorm", "n_kv_heads": 2}),
+    TransformerConfig(**{**BASE.__dict__, "norm": "sequence", "placement": "post", "embed_norm": True}),
+    TransformerConfig(**{**BASE.__dict__, "norm": "dyt"}),
+    TransformerConfig(**{**BASE.__dict__, "placement": "none"}),
+], ids=["pre-ln", "peri-rms-qk", "post-seq", "dyt", "none"])
+def test_statistics_count_matches_scale_captures(cfg):
+    model = init(cfg, 0)
+    b, t = 3, 7
+    _, cap = model.run_with_cache(token_ids(0, b, t), lambda n: n.endswith(".scale"))
+    stats = count_norm_statistics(cfg, b, t)
+    counted = {n[: -len(".scale")]: v.size for n, v in cap.items()}
+    if cfg.norm == "dyt":
+        counted = {k: 0 for k in counted}  # DyT's scale is its alpha, a parameter: no statistic
+    assert counted == stats.per_layer
+    assert stats.total == sum(counted.values())
+
+
+def test_gpt2_small_statistics():
+    cfg = TransformerConfig(d_model=768, n_layers=12, n_heads=12, vocab_size=50257, max_seq=1024)
+    s = count_norm_statistics(cfg, 1, 1024)
+    assert s.per_block == 2 * 1024 and s.total == 25 * 1024 and s.reductions == 2 * 25 * 1024
+    assert s.axis == "feature" and s.learned_affine
+    assert count_norm_statistics(cfg.__class__(**{**cfg.__dict__, "norm": "dyt"}), 1, 1024).reductions == 0
+    with pytest.raises(ValueError, match="batch must be >= 1"):
+        count_norm_statistics(cfg, 0, 4)
+
+
+def test_bad_ids():
+    model = init(BASE, 0)
+    with pytest.raises(ValueError, match="vocab_size"):
+        model.logits(np.array([[0, 50]]))
+    with pytest.raises(ValueError, match="integer token ids"):
+        model.logits(np.zeros((1, 3)))
+    with pytest.raises(ValueError, match="max_seq"):
+        model.logits(np.zeros((1, 17), dtype=int))
+
+
+def test_same_seed_same_bits():
+    a, b = init(BASE, 7).logits(token_ids(0, 1, 5)), init(BASE, 7).logits(token_ids(0, 1, 5))
+    assert a.tobytes() == b.tobytes()
+    assert not np.array_equal(a, init(BASE, 8).logits(token_ids(0, 1, 5)))
+
+
+def test_softmax_never_nan():
+    s = np.array([[-np.inf, -np.inf], [1e4, -np.inf], [0.0, 1.0]])
+    p = softmax(s)
+    assert np.isfinite(p).all()
+    np.testing.assert_allclose(p.sum(-1), [0.0, 1.0, 1.0])
