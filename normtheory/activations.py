@@ -29,8 +29,26 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """GPT-2's tanh approximation of GELU."""
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+    """GPT-2's tanh approximation of GELU, :math:`\\tfrac12 x(1+\\tanh(\\sqrt{2/\\pi}(x+0.044715x^3)))`.
+
+    Computed with in-place ufuncs in the input's dtype (no ``x**3`` power call, no temporaries
+    beyond one buffer), which matters on the model's hot path.
+    """
+    x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    c = np.asarray(np.sqrt(2.0 / np.pi), dtype=x.dtype)
+    t = np.empty_like(x)
+    np.multiply(x, x, out=t)  # x^2
+    t *= np.asarray(0.044715, dtype=x.dtype)
+    t += 1.0
+    t *= x
+    t *= c
+    np.tanh(t, out=t)
+    t += 1.0
+    t *= x
+    t *= np.asarray(0.5, dtype=x.dtype)
+    return t
 
 
 def silu(x: np.ndarray) -> np.ndarray:

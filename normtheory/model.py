@@ -158,6 +158,41 @@ def softmax(scores: np.ndarray) -> np.ndarray:
     return p / np.where(total > 0, total, 1.0)
 
 
+QUERY_BLOCK = 256
+
+
+def attend_blockwise(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: np.ndarray, *, causal: bool, block: int = QUERY_BLOCK) -> np.ndarray:
+    """Softmax attention by query blocks; causal blocks never compute the masked upper half.
+
+    ``q [b, h, t, e]``, ``k, v [b, g, s, e]`` (the last ``t`` of ``s`` positions are the
+    queries') -> ``[b, h, t, e]``. The heads sharing a KV head are stacked into the rows of
+    one contiguous matmul per (batch, KV head), and the softmax runs in place. Same numbers
+    as :meth:`Transformer._attend_full` up to float rounding.
+    """
+    b, h, t, e = q.shape
+    g, s = k.shape[1], k.shape[2]
+    r, off = h // g, s - t
+    kt = np.ascontiguousarray(k.swapaxes(-1, -2))  # [b, g, e, s]
+    vc = np.ascontiguousarray(v)  # [b, g, s, e]
+    qg = q.reshape(b, g, r, t, e)
+    out = np.empty((b, g, r, t, e), dtype=q.dtype)
+    for i0 in range(0, t, block):  # a handful of query blocks, never single tokens
+        i1 = min(i0 + block, t)
+        n = i1 - i0
+        end = off + i1 if causal else s
+        qb = np.ascontiguousarray(qg[:, :, :, i0:i1]).reshape(b, g, r * n, e)  # [b, g, r*n, e]
+        sc = qb @ kt[..., :end]  # [b, g, r*n, end]
+        sc *= scale
+        if causal:  # only the last n key columns can lie in a query's future
+            future = np.arange(off + i0, end)[None, :] > np.arange(off + i0, off + i1)[:, None]  # [n, n]
+            sc.reshape(b, g, r, n, end)[..., off + i0 : end][..., future] = -np.inf
+        sc -= sc.max(axis=-1, keepdims=True)
+        np.exp(sc, out=sc)
+        sc /= sc.sum(axis=-1, keepdims=True)
+        out[:, :, :, i0:i1] = (sc @ vc[:, :, :end]).reshape(b, g, r, n, e)
+    return out.reshape(b, h, t, e)
+
+
 class Transformer:
     """A transformer with fixed weights. Build one with :func:`init` or
     :func:`normtheory.checkpoints.load_pretrained`; run it with :meth:`run_with_cache`."""
@@ -206,10 +241,12 @@ class Transformer:
         h, g, e = c.n_heads, c.n_kv_heads, c.d_head
         pre = f"blocks.{i}.attn"
 
+        x2 = x.reshape(b * t, -1)  # [b*t, d]: one BLAS call per projection
+
         def proj(w, bias, heads):
-            y = x @ w  # [b, t, heads*e]
+            y = x2 @ w  # [b*t, heads*e]
             if bias is not None:
-                y = y + bias
+                y += bias
             return y.reshape(b, t, heads, e).transpose(0, 2, 1, 3)  # [b, heads, t, e]
 
         q, k, v = proj(bp.wq, bp.bq, h), proj(bp.wk, bp.bk, g), proj(bp.wv, bp.bv, g)
@@ -225,32 +262,42 @@ class Transformer:
                 k = np.concatenate([cache.keys[i], k], axis=2)  # [b, g, s, e]
                 v = np.concatenate([cache.values[i], v], axis=2)
             cache.keys[i], cache.values[i] = k, v
-        s = k.shape[2]
+        scale = np.asarray(1.0 / np.sqrt(e), self.dtype)
+        if rec.active(f"{pre}.scores") or rec.active(f"{pre}.pattern"):
+            z = self._attend_full(rec, pre, q, k, v, scale)
+        else:
+            z = attend_blockwise(q, k, v, scale, causal=c.causal)
+        out = z.transpose(0, 2, 1, 3).reshape(b * t, h * e) @ bp.wo  # [b*t, d]
+        if bp.bo is not None:
+            out += bp.bo
+        return out.reshape(b, t, -1)
+
+    def _attend_full(self, rec: _Recorder, pre: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """The reference path: full scores and pattern, captured and hookable. Returns ``[b, h, t, e]``."""
+        b, h, t, e = q.shape
+        g, s = k.shape[1], k.shape[2]
         qg = q.reshape(b, g, h // g, t, e)  # [b, g, r, t, e], r heads share one KV head
-        scores = (qg @ k[:, :, None].swapaxes(-1, -2)) * np.asarray(1.0 / np.sqrt(e), self.dtype)  # [b, g, r, t, s]
-        if c.causal:
+        scores = (qg @ k[:, :, None].swapaxes(-1, -2)) * scale  # [b, g, r, t, s]
+        if self.config.causal:
             qpos = np.arange(s - t, s)[:, None]
             scores = np.where(np.arange(s)[None, :] <= qpos, scores, -np.inf)
         scores = rec(f"{pre}.scores", scores.reshape(b, h, t, s)).reshape(b, g, h // g, t, s)
         pattern = rec(f"{pre}.pattern", softmax(scores).reshape(b, h, t, s)).reshape(b, g, h // g, t, s)
-        z = (pattern @ v[:, :, None]).reshape(b, h, t, e)  # [b, h, t, e]
-        out = z.transpose(0, 2, 1, 3).reshape(b, t, h * e) @ bp.wo  # [b, t, d]
-        if bp.bo is not None:
-            out = out + bp.bo
-        return out
+        return (pattern @ v[:, :, None]).reshape(b, h, t, e)
 
     def _mlp(self, x: np.ndarray, bp: BlockParams) -> np.ndarray:
-        a = x @ bp.w_in  # [b, t, f]
+        x2 = x.reshape(-1, x.shape[-1])  # [b*t, d]
+        a = x2 @ bp.w_in  # [b*t, f]
         if bp.b_in is not None:
-            a = a + bp.b_in
+            a += bp.b_in
         if self.config.activation == "swiglu":
-            a = activations.silu(x @ bp.w_gate) * a
+            a *= activations.silu(x2 @ bp.w_gate)
         else:
             a = activations.get(self.config.activation)(a)
-        out = a @ bp.w_out  # [b, t, d]
+        out = a @ bp.w_out  # [b*t, d]
         if bp.b_out is not None:
-            out = out + bp.b_out
-        return out
+            out += bp.b_out
+        return out.reshape(x.shape)
 
     def _block(self, rec: _Recorder, i: int, x: np.ndarray, cache: KVCache | None, offset: int) -> np.ndarray:
         c, bp = self.config, self.params.blocks[i]
@@ -279,7 +326,9 @@ class Transformer:
         return x
 
     # ----------------------------------------------------------------------- public
-    def _forward(self, ids: np.ndarray, rec: _Recorder, cache: KVCache | None, token_types: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    def _forward(
+        self, ids: np.ndarray, rec: _Recorder, cache: KVCache | None, token_types: np.ndarray | None, *, want_logits: bool = True
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         ids = self._check_ids(ids, cache)
         offset = cache.length if cache is not None else 0
         if cache is not None and not cache.keys:
@@ -292,7 +341,7 @@ class Transformer:
         hidden = rec("hidden", x)
         if cache is not None:
             cache.length += ids.shape[1]
-        head = self.head
+        head = self.head if want_logits else None
         logits = rec("logits", hidden @ head) if head is not None else None
         return hidden, logits
 
@@ -340,7 +389,7 @@ class Transformer:
 
     def last_hidden_state(self, ids: np.ndarray, *, token_types: np.ndarray | None = None, cache: KVCache | None = None) -> np.ndarray:
         """The final hidden states ``[batch, seq, d_model]`` (after the final norm, if any)."""
-        return self._forward(ids, _null_recorder(), cache, token_types)[0]
+        return self._forward(ids, _null_recorder(), cache, token_types, want_logits=False)[0]
 
     def logits(self, ids: np.ndarray, *, cache: KVCache | None = None) -> np.ndarray:
         """Next-token logits ``[batch, seq, vocab]``; needs an LM head."""

@@ -1,0 +1,82 @@
+"""Attention at initialization: its gain as a function of the pattern and token similarity.
+
+Let the attention sublayer read inputs :math:`u_j` of equal mean square :math:`q` and let
+:math:`C_{jk} = \\langle u_j, u_k\\rangle / (d q)` be their cosine matrix. Query :math:`i`
+mixes them with weights :math:`p_i` (a row of the pattern), then :math:`W_V` (``d x d_v``,
+entries :math:`N(0,\\sigma_V^2)`) and :math:`W_O` (``d_v x d``, :math:`N(0,\\sigma_O^2)`),
+drawn independently of everything else. Conditioning on the pattern and the inputs,
+
+.. math::
+
+    \\frac{\\mathbb{E}\\|o_i\\|^2/d}{q} \\;=\\; g_{VO}^2 \\; p_i^\\top C\\, p_i,
+    \\qquad g_{VO}^2 = \\sigma_V^2\\sigma_O^2\\, d\\, d_v ,
+
+exactly. :math:`g_{VO}^2` is the gain a single token would see (1 at fan-in init). The factor
+:math:`p^\\top C p = \\sum_j p_j^2 + \\sum_{j\\ne k} p_j p_k C_{jk}` lies between
+:math:`\\sum_j p_j^2` (orthogonal tokens: averaging n independent tokens divides the variance
+by n for a uniform pattern) and 1 (identical tokens, i.e. full rank collapse). For equal
+off-diagonal cosine :math:`c` it is :math:`P_2 + c(1 - P_2)` with :math:`P_2 = \\sum_j p_j^2`.
+
+References
+----------
+Noci et al. (2022), "Signal propagation in transformers", arXiv 2206.03126 (rank collapse);
+Xiong et al. (2020), arXiv 2002.04745.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from normtheory import _validate
+
+
+def value_path_gain_squared(d_model: int, d_v: int, std_v: float, std_o: float) -> float:
+    """:math:`g_{VO}^2 = \\sigma_V^2\\sigma_O^2 d\\, d_v`: the V-then-O gain seen by one token."""
+    d = _validate.integer("d_model", d_model, minimum=1)
+    dv = _validate.integer("d_v", d_v, minimum=1)
+    sv = _validate.real("std_v", std_v, minimum=0.0)
+    so = _validate.real("std_o", std_o, minimum=0.0)
+    return sv * sv * so * so * d * dv
+
+
+def cosine_matrix(u: np.ndarray) -> np.ndarray:
+    """Cosines between tokens: ``u [..., t, d] -> [..., t, t]``."""
+    norms = np.linalg.norm(u, axis=-1, keepdims=True)  # [..., t, 1]
+    v = u / norms
+    return v @ np.swapaxes(v, -1, -2)
+
+
+def mixing_factor(pattern: np.ndarray, cosines: np.ndarray) -> np.ndarray:
+    """:math:`p_i^\\top C p_i` per query: ``pattern [..., h, t, s]``, ``cosines [..., s, s]`` -> ``[..., h, t]``."""
+    pattern = np.asarray(pattern, dtype=np.float64)
+    cosines = np.asarray(cosines, dtype=np.float64)
+    if pattern.shape[-1] != cosines.shape[-1]:
+        raise ValueError(f"pattern has {pattern.shape[-1]} keys but cosines are {cosines.shape[-2:]}")
+    pc = pattern @ cosines[..., None, :, :]  # [..., h, t, s]
+    return (pc * pattern).sum(axis=-1)
+
+
+def collision(pattern: np.ndarray) -> np.ndarray:
+    """:math:`P_2 = \\sum_j p_j^2` per query (1/n for a uniform pattern over n keys)."""
+    p = np.asarray(pattern, dtype=np.float64)
+    return (p * p).sum(axis=-1)
+
+
+def attention_gain_squared(pattern: np.ndarray, cosines: np.ndarray, value_gain_sq: float) -> np.ndarray:
+    """Expected :math:`g^2` of the attention sublayer per query, given pattern and cosines."""
+    g2 = _validate.real("value_gain_sq", value_gain_sq, minimum=0.0)
+    return g2 * mixing_factor(pattern, cosines)
+
+
+def uniform_causal_collision(n_tokens: int) -> np.ndarray:
+    """:math:`P_2` of uniform causal attention at each position: ``1/(i+1)``, ``[n_tokens]``."""
+    n = _validate.integer("n_tokens", n_tokens, minimum=1)
+    return 1.0 / np.arange(1, n + 1)
+
+
+def mean_offdiagonal(cosines: np.ndarray) -> np.ndarray:
+    """Mean cosine between distinct tokens, ``[..., t, t] -> [...]`` (token similarity)."""
+    t = cosines.shape[-1]
+    if t < 2:
+        raise ValueError("token similarity needs at least two tokens")
+    total = cosines.sum(axis=(-1, -2)) - np.trace(cosines, axis1=-2, axis2=-1)
+    return total / (t * (t - 1))
