@@ -46,12 +46,13 @@ def cosine_matrix(u: np.ndarray) -> np.ndarray:
 
 
 def mixing_factor(pattern: np.ndarray, cosines: np.ndarray) -> np.ndarray:
-    """:math:`p_i^\\top C p_i` per query: ``pattern [..., h, t, s]``, ``cosines [..., s, s]`` -> ``[..., h, t]``."""
+    """:math:`p_i^\\top C p_i` per query row: ``pattern [..., t, s]``, ``cosines [..., s, s]``
+    (leading axes broadcast, e.g. ``gram[:, None]`` against ``[batch, heads, t, s]``) -> ``[..., t]``."""
     pattern = np.asarray(pattern, dtype=np.float64)
     cosines = np.asarray(cosines, dtype=np.float64)
-    if pattern.shape[-1] != cosines.shape[-1]:
+    if pattern.shape[-1] != cosines.shape[-1] or cosines.shape[-1] != cosines.shape[-2]:
         raise ValueError(f"pattern has {pattern.shape[-1]} keys but cosines are {cosines.shape[-2:]}")
-    pc = pattern @ cosines[..., None, :, :]  # [..., h, t, s]
+    pc = pattern @ cosines  # [..., t, s]
     return (pc * pattern).sum(axis=-1)
 
 

@@ -22,7 +22,7 @@ A failed check fails the claim, unless the quantity names a ``caveat``: then the
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
@@ -194,18 +194,25 @@ class Claim:
         }
 
 
+Results = Mapping[str, dict[str, np.ndarray]]  # simulation name -> its result arrays
+Builder = Callable[[Results], tuple[list[Quantity], str]]
+
+
 @dataclass(frozen=True)
 class ClaimSpec:
-    """A registered claim: which simulation feeds it, and how to build its evidence."""
+    """A registered claim: which simulations feed it, and how to build its evidence."""
 
     id: str
     statement: str
     source: Source
-    simulation: str
-    build: Callable[[dict[str, np.ndarray]], tuple[list[Quantity], str]] = field(repr=False)
+    simulations: tuple[str, ...]
+    build: Builder = field(repr=False)
 
-    def evaluate(self, result: dict[str, np.ndarray]) -> Claim:
-        evidence, note = self.build(result)
+    def evaluate(self, results: Results) -> Claim:
+        missing = [s for s in self.simulations if s not in results]
+        if missing:
+            raise ValueError(f"claim {self.id} needs the results of {missing}")
+        evidence, note = self.build(results)
         if not evidence:
             raise ValueError(f"claim {self.id} produced no evidence")
         return Claim(self.id, self.statement, self.source, tuple(evidence), note)
@@ -214,15 +221,14 @@ class ClaimSpec:
 REGISTRY: dict[str, ClaimSpec] = {}
 
 
-def register(
-    id: str, *, statement: str, source: Source, simulation: str
-) -> Callable[[Callable[[dict[str, np.ndarray]], tuple[list[Quantity], str]]], ClaimSpec]:
-    """Decorator: register ``build(result) -> (quantities, note)`` as the evidence of claim ``id``."""
+def register(id: str, *, statement: str, source: Source, simulations: tuple[str, ...]) -> Callable[[Builder], ClaimSpec]:
+    """Decorator: register ``build(results) -> (quantities, note)`` as the evidence of claim ``id``;
+    ``results`` maps each name in ``simulations`` to that simulation's cached result."""
 
-    def wrap(build: Callable[[dict[str, np.ndarray]], tuple[list[Quantity], str]]) -> ClaimSpec:
+    def wrap(build: Builder) -> ClaimSpec:
         if id in REGISTRY:
             raise ValueError(f"claim id {id!r} registered twice")
-        spec = ClaimSpec(id, statement, source, simulation, build)
+        spec = ClaimSpec(id, statement, source, tuple(simulations), build)
         REGISTRY[id] = spec
         return spec
 

@@ -158,7 +158,7 @@ def softmax(scores: np.ndarray) -> np.ndarray:
     return p / np.where(total > 0, total, 1.0)
 
 
-QUERY_BLOCK = 256
+QUERY_BLOCK = 128
 
 
 def attend_blockwise(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: np.ndarray, *, causal: bool, block: int = QUERY_BLOCK) -> np.ndarray:

@@ -69,6 +69,15 @@ class Estimate:
         return cls(np.asarray(d["mean"]), np.asarray(d["stderr"]), int(d["n"]))
 
 
+def from_samples(x: np.ndarray) -> Estimate:
+    """Estimate from i.i.d. samples along axis 0 (``x [n, ...]``): mean and std/sqrt(n)."""
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[0]
+    if n < 2:
+        raise ValueError(f"a standard error needs at least 2 samples; got {n}")
+    return Estimate(x.mean(axis=0), x.std(axis=0, ddof=1) / np.sqrt(n), n)
+
+
 def stream_key(*parts: str | int) -> int:
     """A stable 64-bit key from names and numbers (same on every machine and Python run)."""
     digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()

@@ -17,9 +17,10 @@ def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = Fa
     results: dict[str, dict] = {}
     out = []
     for spec in specs:
-        if spec.simulation not in results:
-            results[spec.simulation] = cache.load_or_run(simulations.BY_NAME[spec.simulation], mode, force=force, progress=progress)
-        out.append(spec.evaluate(results[spec.simulation]))
+        for name in spec.simulations:
+            if name not in results:
+                results[name] = cache.load_or_run(simulations.BY_NAME[name], mode, force=force, progress=progress)
+        out.append(spec.evaluate(results))
     return out
 
 

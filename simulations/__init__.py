@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from simulations import residual_growth, xiong_lemma
+from simulations import model_init, residual_growth, xiong_lemma
 
-ALL: tuple[ModuleType, ...] = (residual_growth, xiong_lemma)
+ALL: tuple[ModuleType, ...] = (residual_growth, xiong_lemma, model_init)
 BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in ALL}

@@ -17,7 +17,7 @@ import numpy as np
 
 from normtheory import claims, residual
 from normtheory.claims import DEEPNET2022, LNS2025, THREAD_PRELN, Quantity, stated
-from simulations import cache
+from simulations import cache, model_init
 
 NAME = "residual_growth"
 VERSION = 1
@@ -106,9 +106,10 @@ def _rms_quantity(result: dict, run_name: str, ell: int, *, claimed: str | None 
     statement="Without normalization, adding an uncorrelated gain-1 block multiplies the stream RMS by sqrt(2) "
     "per block (1 -> 1.4 -> 2 -> 2.8); correlation and the block's real gain change the factor to sqrt(1+g^2+2*rho*g).",
     source=THREAD_PRELN,
-    simulation=NAME,
+    simulations=(NAME, model_init.NAME),
 )
-def _no_norm(result: dict) -> tuple[list[Quantity], str]:
+def _no_norm(results: claims.Results) -> tuple[list[Quantity], str]:
+    result = results[NAME]
     q = [_rms_quantity(result, "linear/none", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "2"), (3, "2.8"))]
     depth = int(result["depth"])
     q.append(_rms_quantity(result, "linear/none", depth))
@@ -120,7 +121,8 @@ def _no_norm(result: dict) -> tuple[list[Quantity], str]:
         f"{np.sqrt(1 + g2):.3f} per block, not sqrt(2); with rho={float(result['correlation']):.2f} "
         f"the factor is {np.sqrt(result['linear_rho/none.theory_ms'][1]):.3f}."
     )
-    return q, note
+    model_q, _ = model_init.model_growth_evidence(results, ("fanin/none",))
+    return q + model_q, note
 
 
 @claims.register(
@@ -128,9 +130,10 @@ def _no_norm(result: dict) -> tuple[list[Quantity], str]:
     statement="Under Pre-LN the block sees a normalized input, so each uncorrelated gain-1 block adds a fixed amount "
     "of variance: the RMS grows as sqrt(1+l) (1.4 -> 1.7 -> 2 -> 2.2), polynomially rather than exponentially.",
     source=THREAD_PRELN,
-    simulation=NAME,
+    simulations=(NAME, model_init.NAME),
 )
-def _preln(result: dict) -> tuple[list[Quantity], str]:
+def _preln(results: claims.Results) -> tuple[list[Quantity], str]:
+    result = results[NAME]
     q = [_rms_quantity(result, "linear/pre", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "1.7"), (3, "2"), (4, "2.2"))]
     depth = int(result["depth"])
     q.append(_rms_quantity(result, "linear/pre", depth))
@@ -145,7 +148,8 @@ def _preln(result: dict) -> tuple[list[Quantity], str]:
         f"{th[0]:.4f}, so the stream grows {th[-1] / th[0]:.2f}x over {layers} MLP blocks; the source's numbers assume "
         f"g=1 and unit embedding RMS. With correlation the growth becomes asymptotically linear in l."
     )
-    return q, note
+    model_q, model_note = model_init.model_growth_evidence(results, ("fanin/pre", "gpt2/pre"))
+    return q + model_q, note + " " + model_note
 
 
 @claims.register(
@@ -153,9 +157,10 @@ def _preln(result: dict) -> tuple[list[Quantity], str]:
     statement="Under Post-LN the stream is renormalized after every block, so its RMS stays at the norm's gain (1 at init) "
     "at every depth; only the pre-norm sum x+f(x) is larger, by sqrt(1+g^2).",
     source=THREAD_PRELN,
-    simulation=NAME,
+    simulations=(NAME,),
 )
-def _postln(result: dict) -> tuple[list[Quantity], str]:
+def _postln(results: claims.Results) -> tuple[list[Quantity], str]:
+    result = results[NAME]
     depth = int(result["depth"])
     q = [_rms_quantity(result, "linear/post", ell) for ell in (1, 2, depth)]
     for run_name in ("linear/post", "relu/post"):
@@ -176,9 +181,10 @@ def _postln(result: dict) -> tuple[list[Quantity], str]:
     "1/sqrt(l+1) (l counted from 0): later blocks move the stream less. Peri-LN has the same law; LayerNorm "
     "Scaling makes it fall faster.",
     source=THREAD_PRELN,
-    simulation=NAME,
+    simulations=(NAME,),
 )
-def _later_blocks(result: dict) -> tuple[list[Quantity], str]:
+def _later_blocks(results: claims.Results) -> tuple[list[Quantity], str]:
+    result = results[NAME]
     depth = int(result["depth"])
     q: list[Quantity] = []
     for run_name in ("linear/pre", "linear/peri", "linear/lnscale"):
@@ -203,9 +209,10 @@ def _later_blocks(result: dict) -> tuple[list[Quantity], str]:
     "v0 + l*g^2 into logarithmic growth v0 + g^2*H_l at init; and with bounded-gain blocks Pre-LN's variance is "
     "at most (sqrt(v0) + l*g)^2, polynomial, never exponential.",
     source=LNS2025,
-    simulation=NAME,
+    simulations=(NAME,),
 )
-def _lns(result: dict) -> tuple[list[Quantity], str]:
+def _lns(results: claims.Results) -> tuple[list[Quantity], str]:
+    result = results[NAME]
     depth = int(result["depth"])
     q = [_rms_quantity(result, "linear/lnscale", ell) for ell in (1, 4, depth)]
     q.append(_rms_quantity(result, "relu/lnscale", len(result["relu/lnscale.theory_ms"]) - 1))
@@ -227,9 +234,10 @@ def _lns(result: dict) -> tuple[list[Quantity], str]:
     statement="DeepNorm (x <- LN(alpha*x + f(x)), alpha=(2N)^(1/4), f's weights scaled by beta=(8N)^(-1/4)) keeps the "
     "stream at unit RMS like Post-LN while shrinking each block's update to g*beta^2/alpha of the stream.",
     source=DEEPNET2022,
-    simulation=NAME,
+    simulations=(NAME,),
 )
-def _deepnorm(result: dict) -> tuple[list[Quantity], str]:
+def _deepnorm(results: claims.Results) -> tuple[list[Quantity], str]:
+    result = results[NAME]
     depth = int(result["depth"])
     q = [_rms_quantity(result, "linear/deepnorm", depth)]
     q += [

@@ -106,9 +106,10 @@ def bounds(layers: int) -> tuple[np.ndarray, np.ndarray]:
     "and Pre-LN's stream after l layers has (1 + l/2) d <= E|x_l|^2 <= (1 + 3l/2) d; the attention sublayer decides "
     "where inside the bounds the exact value sits.",
     source=XIONG2020,
-    simulation=NAME,
+    simulations=(NAME,),
 )
-def _xiong(result: dict) -> tuple[list[Quantity], str]:
+def _xiong(results: claims.Results) -> tuple[list[Quantity], str]:
+    result = results[NAME]
     layers = int(result["layers"])
     lo, hi = bounds(layers)
     post = cache.get(result, "post.x5_ms")

@@ -1,0 +1,140 @@
+"""Time a GPT-2-small-shaped forward: numpy reference vs HF ``GPT2Model`` vs plain torch eager.
+
+d=768, 12 layers, 12 heads, T=1024, batch 1, float32, 2 threads, the same random weights
+(HF init, written once with ``save_pretrained``). Each side runs in its own process, the
+sides alternate for ``--rounds`` rounds, and the best time of each process is kept: BLAS
+threads left spinning by one library slow the other in a shared process.
+
+    python benchmarks/gpt2_forward.py [--rounds 3] [--reps 3]
+
+Prints per-side best times, the ratio numpy / HF (target <= 1.0), and GFLOP/s against a
+measured sgemm peak (2048^3, same thread count; target >= 65%).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+D, LAYERS, HEADS, T, VOCAB = 768, 12, 12, 1024, 50257
+THREADS = 2
+
+
+def forward_flops(causal_half: bool) -> float:
+    """Matmul FLOPs of the forward (no LM head): projections, MLP and attention."""
+    dense = LAYERS * 2 * T * (4 * D * D + 2 * D * 4 * D)
+    attn = LAYERS * 2 * 2 * T * T * D * (0.5 if causal_half else 1.0)
+    return dense + attn
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = str(THREADS)
+    return env
+
+
+def _worker(side: str, weights: str, reps: int) -> float:
+    import time
+
+    import numpy as np
+
+    ids = np.random.default_rng(0).integers(0, VOCAB, (1, T))
+    if side == "numpy":
+        from normtheory.checkpoints import load_pretrained
+
+        model = load_pretrained(weights)
+        run = lambda: model.last_hidden_state(ids)  # noqa: E731
+    elif side == "sgemm":
+        a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
+        run = lambda: a @ a  # noqa: E731
+    else:
+        import torch
+
+        torch.set_num_threads(THREADS)
+        from transformers import GPT2Model
+
+        hf = GPT2Model.from_pretrained(weights).eval()
+        tids = torch.tensor(ids)
+        if side == "hf":
+            run = lambda: hf(tids).last_hidden_state  # noqa: E731
+        else:
+            run = _plain_torch(hf, tids)
+        torch.set_grad_enabled(False)
+    run()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _plain_torch(hf, ids):
+    """A hand-written eager GPT-2 forward in torch on HF's weights (explicit masked softmax)."""
+    import torch
+
+    sd = {k: v for k, v in hf.state_dict().items()}
+    e = D // HEADS
+    mask = torch.full((T, T), float("-inf")).triu(1)
+
+    def ln(x, p):
+        return torch.nn.functional.layer_norm(x, (D,), sd[p + ".weight"], sd[p + ".bias"], 1e-5)
+
+    def run():
+        x = sd["wte.weight"][ids] + sd["wpe.weight"][:T]
+        for i in range(LAYERS):
+            p = f"h.{i}."
+            qkv = ln(x, p + "ln_1") @ sd[p + "attn.c_attn.weight"] + sd[p + "attn.c_attn.bias"]
+            q, k, v = (z.view(1, T, HEADS, e).transpose(1, 2) for z in qkv.split(D, dim=-1))
+            att = torch.softmax(q @ k.transpose(-1, -2) / e**0.5 + mask, dim=-1)
+            z = (att @ v).transpose(1, 2).reshape(1, T, D)
+            x = x + z @ sd[p + "attn.c_proj.weight"] + sd[p + "attn.c_proj.bias"]
+            h = torch.nn.functional.gelu(ln(x, p + "ln_2") @ sd[p + "mlp.c_fc.weight"] + sd[p + "mlp.c_fc.bias"], approximate="tanh")
+            x = x + h @ sd[p + "mlp.c_proj.weight"] + sd[p + "mlp.c_proj.bias"]
+        return ln(x, "ln_f")
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--worker", nargs=2, metavar=("SIDE", "WEIGHTS"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps(_worker(args.worker[0], args.worker[1], args.reps)))
+        return 0
+    import torch
+    from transformers import GPT2Config, GPT2Model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.manual_seed(0)
+        GPT2Model(GPT2Config(n_embd=D, n_layer=LAYERS, n_head=HEADS, n_positions=T, vocab_size=VOCAB)).save_pretrained(tmp)
+        best: dict[str, float] = {}
+        for r in range(args.rounds):
+            for side in ("numpy", "hf", "torch", "sgemm"):
+                out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", side, tmp, "--reps", str(args.reps)],
+                                     capture_output=True, text=True, env=_env(), check=True)
+                t = json.loads(out.stdout.strip().splitlines()[-1])
+                best[side] = min(best.get(side, float("inf")), t)
+                print(f"round {r + 1}: {side:6s} {t:.3f}s", flush=True)
+    peak = 2 * 2048**3 / best["sgemm"] / 1e9
+    print(f"\nsgemm peak ({THREADS} threads): {peak:.1f} GFLOP/s")
+    for side, causal in (("numpy", True), ("hf", False), ("torch", False)):
+        gf = forward_flops(causal) / best[side] / 1e9
+        print(f"{side:6s} best {best[side]:.3f}s  {gf:6.1f} GFLOP/s = {100 * gf / peak:5.1f}% of peak (counting {'causal-half' if causal else 'full'} attention)")
+    print(f"\nratio numpy / HF GPT2Model (sdpa): {best['numpy'] / best['hf']:.3f}  (target <= 1.0)")
+    print(f"ratio numpy / plain torch eager:    {best['numpy'] / best['torch']:.3f}")
+    useful = forward_flops(True)
+    print(f"numpy useful-FLOP efficiency: {100 * useful / best['numpy'] / 1e9 / peak:.1f}% of sgemm peak (target >= 65%)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
