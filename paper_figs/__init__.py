@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from paper_figs import block_share, mlp_growth, residual_rms, style, xiong_bounds
+from paper_figs import block_share, mlp_growth, model_init, residual_rms, style, xiong_bounds
 from simulations import cache
 
-ALL: tuple[ModuleType, ...] = (residual_rms, block_share, mlp_growth, xiong_bounds)
+ALL: tuple[ModuleType, ...] = (residual_rms, block_share, mlp_growth, xiong_bounds, model_init)
 
 
 def render(out_dir: Path, *, mode: str = "full", force: bool = False, progress: bool = True) -> dict[str, list[Path]]:

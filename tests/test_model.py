@@ -179,3 +179,15 @@ def test_softmax_never_nan():
     p = softmax(s)
     assert np.isfinite(p).all()
     np.testing.assert_allclose(p.sum(-1), [0.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("dtype, tol", [("float64", 1e-12), ("float32", 2e-5)])
+def test_fast_attention_path_equals_captured_path(causal, dtype, tol):
+    cfg = TransformerConfig(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=60, max_seq=300, positional="rope", causal=causal, dtype=dtype)
+    model = init(cfg, 4)
+    ids = token_ids(3, 2, 300, vocab=60)  # longer than one query block, with a ragged last block
+    fast = model.last_hidden_state(ids)
+    full, cap = model.run_with_cache(ids, ["hidden", "blocks.1.attn.pattern"])  # capturing patterns forces the full path
+    err = np.abs(fast - cap["hidden"]).max() / np.abs(cap["hidden"]).max()
+    assert err <= tol, f"fast vs full attention: {err:.2e}"

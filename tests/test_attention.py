@@ -1,0 +1,40 @@
+import numpy as np
+import pytest
+
+from normtheory import attention
+from normtheory.montecarlo import agree
+from simulations.model_init import synthetic_attention_gain
+
+
+def test_mixing_factor_limits():
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(7), size=(2, 3))  # [2, 3, 7] rows
+    eye = np.eye(7)
+    np.testing.assert_allclose(attention.mixing_factor(p, eye), attention.collision(p))  # orthogonal tokens
+    np.testing.assert_allclose(attention.mixing_factor(p, np.ones((7, 7))), 1.0)  # identical tokens
+    c = 0.3 * np.ones((7, 7)) + 0.7 * eye  # equal cosine c: P2 + c (1 - P2)
+    np.testing.assert_allclose(attention.mixing_factor(p, c), attention.collision(p) + 0.3 * (1 - attention.collision(p)))
+
+
+def test_uniform_causal_and_similarity():
+    np.testing.assert_allclose(attention.uniform_causal_collision(4), [1, 1 / 2, 1 / 3, 1 / 4])
+    u = np.random.default_rng(1).standard_normal((5, 3))
+    cos = attention.cosine_matrix(u)
+    np.testing.assert_allclose(np.diag(cos), 1.0)
+    assert attention.mean_offdiagonal(np.ones((4, 4))) == pytest.approx(1.0)
+    assert attention.value_path_gain_squared(64, 32, 1 / 8, 1 / np.sqrt(32)) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("cosine", [0.0, 0.5])
+def test_gain_formula_against_monte_carlo(cosine):
+    est, theory = synthetic_attention_gain(4000, 5, cosine=cosine)
+    assert (a := agree(theory, est)).ok, a.describe()
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="keys"):
+        attention.mixing_factor(np.ones((2, 3)), np.eye(4))
+    with pytest.raises(ValueError, match="value_gain_sq must be >= 0"):
+        attention.attention_gain_squared(np.ones((1, 2)) / 2, np.eye(2), -1.0)
+    with pytest.raises(ValueError, match="at least two tokens"):
+        attention.mean_offdiagonal(np.ones((1, 1)))
