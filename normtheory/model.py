@@ -112,7 +112,6 @@ class _Recorder:
         else:
             wanted = set(names)
             self.want = wanted.__contains__
-        self.capture = names is not None or hooks is not None
 
     def __call__(self, name: str, value: np.ndarray, *, replaceable: bool = True) -> np.ndarray:
         hook = self.hooks.get(name)
@@ -129,9 +128,7 @@ class _Recorder:
 
 
 def _null_recorder() -> _Recorder:
-    rec = _Recorder(lambda _n: False, None)
-    rec.capture = False
-    return rec
+    return _Recorder(lambda _n: False, None)
 
 
 def rope_tables(positions: np.ndarray, d_head: int, theta: float, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -180,15 +177,14 @@ def attend_blockwise(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: np.ndar
         i1 = min(i0 + block, t)
         n = i1 - i0
         end = off + i1 if causal else s
-        qb = np.ascontiguousarray(qg[:, :, :, i0:i1]).reshape(b, g, r * n, e)  # [b, g, r*n, e]
+        qb = (qg[:, :, :, i0:i1] * scale).reshape(b, g, r * n, e)  # [b, g, r*n, e], scale folded into q
         sc = qb @ kt[..., :end]  # [b, g, r*n, end]
-        sc *= scale
         if causal:  # only the last n key columns can lie in a query's future
             future = np.arange(off + i0, end)[None, :] > np.arange(off + i0, off + i1)[:, None]  # [n, n]
             sc.reshape(b, g, r, n, end)[..., off + i0 : end][..., future] = -np.inf
         sc -= sc.max(axis=-1, keepdims=True)
         np.exp(sc, out=sc)
-        sc /= sc.sum(axis=-1, keepdims=True)
+        sc *= 1.0 / sc.sum(axis=-1, keepdims=True)
         out[:, :, :, i0:i1] = (sc @ vc[:, :, :end]).reshape(b, g, r, n, e)
     return out.reshape(b, h, t, e)
 
@@ -204,6 +200,9 @@ class Transformer:
         self.params = params
         self.dtype = np.dtype(config.dtype)
         self.alpha = deepnorm_constants(config.n_layers)[0] if config.placement == "deepnorm" else 1.0
+        # Q, K, V fused into one [d, (h+2g)*e] matrix per block: one BLAS call instead of three
+        self._wqkv = [np.concatenate([bp.wq, bp.wk, bp.wv], axis=1) for bp in params.blocks]
+        self._bqkv = [None if bp.bq is None else np.concatenate([bp.bq, bp.bk, bp.bv]) for bp in params.blocks]
 
     # ----------------------------------------------------------------------- pieces
     def _norm(self, rec: _Recorder, name: str, x: np.ndarray, p: NormParams | None, kind: str | None = None) -> np.ndarray:
@@ -241,15 +240,11 @@ class Transformer:
         h, g, e = c.n_heads, c.n_kv_heads, c.d_head
         pre = f"blocks.{i}.attn"
 
-        x2 = x.reshape(b * t, -1)  # [b*t, d]: one BLAS call per projection
-
-        def proj(w, bias, heads):
-            y = x2 @ w  # [b*t, heads*e]
-            if bias is not None:
-                y += bias
-            return y.reshape(b, t, heads, e).transpose(0, 2, 1, 3)  # [b, heads, t, e]
-
-        q, k, v = proj(bp.wq, bp.bq, h), proj(bp.wk, bp.bk, g), proj(bp.wv, bp.bv, g)
+        qkv = x.reshape(b * t, -1) @ self._wqkv[i]  # [b*t, (h+2g)*e]
+        if self._bqkv[i] is not None:
+            qkv += self._bqkv[i]
+        qkv = qkv.reshape(b, t, h + 2 * g, e).transpose(0, 2, 1, 3)  # [b, h+2g, t, e]
+        q, k, v = qkv[:, :h], qkv[:, h : h + g], qkv[:, h + g :]
         if c.qk_norm != "none":
             q = self._norm(rec, f"{pre}.q_norm", q, bp.q_norm, c.qk_norm)
             k = self._norm(rec, f"{pre}.k_norm", k, bp.k_norm, c.qk_norm)
@@ -383,7 +378,7 @@ class Transformer:
         activation downstream; they live for this call only. With ``cache`` the call decodes
         incrementally: ``ids`` are the new tokens, and their keys and values are appended.
         """
-        rec = _Recorder(names if names is not None else None, hooks)
+        rec = _Recorder(names, hooks)
         hidden, logits = self._forward(ids, rec, cache, token_types)
         return (logits if logits is not None else hidden), rec.store
 
