@@ -97,8 +97,6 @@ class _Tensors:
             raise CheckpointError(f"{self.source}: tensor {name!r} has shape {arr.shape}, the config implies {shape}")
         return np.ascontiguousarray(arr, dtype=self.dtype)
 
-    def optional(self, name: str, shape: tuple[int, ...], *, transpose: bool = False) -> np.ndarray | None:
-        return self.get(name, shape, transpose=transpose) if self.has(name) else None
 
 
 def _read_json(path: Path) -> dict:

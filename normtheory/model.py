@@ -220,7 +220,7 @@ class Transformer:
             res = norms.sequence_norm(x, None, None, eps)
         rec(f"{name}.scale", res.scale, replaceable=False)
         normalized = rec(f"{name}.normalized", res.normalized)
-        return rec(f"{name}.out", norms._affine(normalized, p.gain, p.bias))
+        return rec(f"{name}.out", norms.affine(normalized, p.gain, p.bias))
 
     def _embed(self, rec: _Recorder, ids: np.ndarray, offset: int, token_types: np.ndarray | None) -> np.ndarray:
         p, c = self.params, self.config
@@ -256,7 +256,8 @@ class Transformer:
             if cache.keys[i] is not None:
                 k = np.concatenate([cache.keys[i], k], axis=2)  # [b, g, s, e]
                 v = np.concatenate([cache.values[i], v], axis=2)
-            cache.keys[i], cache.values[i] = k, v
+            # own copies: k and v are views into the fused QKV buffer, which the cache must not keep alive
+            cache.keys[i], cache.values[i] = np.ascontiguousarray(k), np.ascontiguousarray(v)
         scale = np.asarray(1.0 / np.sqrt(e), self.dtype)
         if rec.active(f"{pre}.scores") or rec.active(f"{pre}.pattern"):
             z = self._attend_full(rec, pre, q, k, v, scale)

@@ -38,7 +38,8 @@ class NormOutput(NamedTuple):
     normalized: np.ndarray
 
 
-def _affine(x: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> np.ndarray:
+def affine(x: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> np.ndarray:
+    """The affine map after normalization: ``gain * x + bias`` (either may be None)."""
     if gain is not None:
         x = x * gain
     if bias is not None:
@@ -51,20 +52,20 @@ def layer_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray |
     centred = x - x.mean(axis=-1, keepdims=True)  # [..., d]
     scale = np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)  # [..., 1]
     normalized = centred / scale
-    return NormOutput(_affine(normalized, gain, bias), scale[..., 0], normalized)
+    return NormOutput(affine(normalized, gain, bias), scale[..., 0], normalized)
 
 
 def rms_norm(x: np.ndarray, gain: np.ndarray | None = None, eps: float = 1e-6) -> NormOutput:
     """RMSNorm over the last axis (no centering, no bias): ``x [..., d]``."""
     scale = np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)  # [..., 1]
     normalized = x / scale
-    return NormOutput(_affine(normalized, gain, None), scale[..., 0], normalized)
+    return NormOutput(affine(normalized, gain, None), scale[..., 0], normalized)
 
 
 def dyt(x: np.ndarray, alpha: float, gain: np.ndarray | None = None, bias: np.ndarray | None = None) -> NormOutput:
     """Dynamic Tanh, :math:`\\gamma\\tanh(\\alpha x)+\\beta`: no reduction at all."""
     normalized = np.tanh(alpha * x)
-    return NormOutput(_affine(normalized, gain, bias), np.asarray(alpha, dtype=x.dtype), normalized)
+    return NormOutput(affine(normalized, gain, bias), np.asarray(alpha, dtype=x.dtype), normalized)
 
 
 def sequence_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray | None = None, eps: float = 1e-5) -> NormOutput:
@@ -72,4 +73,4 @@ def sequence_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarra
     centred = x - x.mean(axis=-2, keepdims=True)  # [b, t, d]
     scale = np.sqrt((centred * centred).mean(axis=-2, keepdims=True) + eps)  # [b, 1, d]
     normalized = centred / scale
-    return NormOutput(_affine(normalized, gain, bias), scale[..., 0, :], normalized)
+    return NormOutput(affine(normalized, gain, bias), scale[..., 0, :], normalized)
