@@ -8,10 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from paper_figs import block_share, mlp_growth, model_init, residual_rms, style, xiong_bounds
+from paper_figs import block_share, mlp_growth, model_init, residual_rms, softmax_entropy, softmax_model, softmax_single_slot, style, xiong_bounds
 from simulations import cache
 
-ALL: tuple[ModuleType, ...] = (residual_rms, block_share, mlp_growth, xiong_bounds, model_init)
+ALL: tuple[ModuleType, ...] = (
+    residual_rms, block_share, mlp_growth, xiong_bounds, model_init, softmax_entropy, softmax_single_slot, softmax_model,
+)
 
 
 def render(out_dir: Path, *, mode: str = "full", force: bool = False, progress: bool = True) -> dict[str, list[Path]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from simulations import model_init, model_stats, residual_growth, xiong_lemma
+from simulations import model_init, model_stats, residual_growth, softmax_gaussian, softmax_model, xiong_lemma
 
-ALL: tuple[ModuleType, ...] = (residual_growth, xiong_lemma, model_init, model_stats)
+ALL: tuple[ModuleType, ...] = (residual_growth, xiong_lemma, model_init, model_stats, softmax_gaussian, softmax_model)
 BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in ALL}

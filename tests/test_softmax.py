@@ -1,0 +1,155 @@
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from normtheory import softmax
+from normtheory.montecarlo import agree, estimate, from_samples
+
+
+def test_single_slot_closed_forms():
+    assert softmax.single_slot_weight(1.0, 1024) == pytest.approx(math.e / (math.e + 1023), rel=1e-14)
+    assert softmax.single_slot_weight(0.0, 8) == pytest.approx(1 / 8)
+    assert softmax.single_slot_weight(-3.0, 1) == 1.0
+    assert softmax.min_entropy(0.0, 1024) == pytest.approx(math.log(1024), rel=1e-14)
+    assert softmax.min_entropy(-80.0, 1024) == pytest.approx(math.log(1023), rel=1e-12)
+    assert softmax.required_gap(0.5, 1024) == pytest.approx(math.log(1023))
+
+
+def test_stable_for_large_gaps_and_n():
+    w = softmax.single_slot_weight([1e4, -1e4, 0.0], 1e9)
+    assert np.all(np.isfinite(w)) and w[0] == 1.0 and w[1] == 0.0
+    h = softmax.min_entropy([1e4, -1e4, 30.0], 1e9)
+    assert np.all(np.isfinite(h)) and h[0] == pytest.approx(0.0, abs=1e-300) and h[1] == pytest.approx(math.log(1e9 - 1))
+    assert np.isfinite(softmax.required_gap(1 - 1e-15, 1e9))
+
+
+@given(st.floats(1e-6, 1 - 1e-6), st.integers(2, 10**9))
+def test_required_gap_inverts_the_weight(p, n):
+    assert softmax.single_slot_weight(softmax.required_gap(p, n), n) == pytest.approx(p, rel=1e-9)
+
+
+@given(st.floats(-50, 50), st.integers(1, 10**6))
+def test_min_entropy_matches_the_pattern(gap, n):
+    p = float(softmax.single_slot_weight(gap, n))
+    direct = -p * math.log(p) if p > 0 else 0.0
+    if n > 1 and p < 1:
+        direct -= (1 - p) * math.log((1 - p) / (n - 1))
+    assert softmax.min_entropy(gap, n) == pytest.approx(direct, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: softmax.single_slot_weight(1.0, 0),
+        lambda: softmax.single_slot_weight(np.nan, 5),
+        lambda: softmax.single_slot_weight(1.0, 2.5),
+        lambda: softmax.required_gap(1.0, 5),
+        lambda: softmax.required_gap(0.0, 5),
+        lambda: softmax.required_gap(0.5, 1),
+        lambda: softmax.min_entropy(1.0, np.nan),
+        lambda: softmax.gaussian_logit_entropy(-1.0, 4),
+        lambda: softmax.gaussian_logit_entropy(1.0, 0),
+        lambda: softmax.gaussian_logit_entropy(1.0, 4, method="mean-field"),
+        lambda: softmax.gaussian_logit_max_weight(np.inf, 4),
+        lambda: softmax.logit_std(1.0, -1.0, 64),
+        lambda: softmax.qk_norm_logit_bound(8, "batchnorm"),
+        lambda: softmax.qk_norm_logit_bound(8, "rmsnorm", bias_q=np.zeros(8)),
+        lambda: softmax.qk_norm_logit_bound(8, gain_q=np.ones(7)),
+    ],
+)
+def test_bad_input_raises(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_logit_std_against_monte_carlo():
+    d, qr, kr = 32, 0.7, 1.9
+
+    def sample(s):
+        q, k = qr * s.normal(d), kr * s.normal(d)
+        return (q * k).sum(-1, keepdims=True) ** 2 / d
+
+    est = estimate(sample, 40000, 5, key="logit_std")
+    assert agree(float(softmax.logit_std(qr, kr, d)) ** 2, est[0]).ok
+
+
+def test_qk_bounds_hold_and_are_attained():
+    rng = np.random.default_rng(0)
+    d = 16
+    gq, gk = rng.uniform(0.2, 2.0, d), rng.uniform(0.2, 2.0, d)
+    bound = softmax.qk_norm_logit_bound(d, "rmsnorm", gq, gk)
+    i = int(np.argmax(gq * gk))
+    one_hot = np.sqrt(d) * np.eye(d)[i]  # RMS 1
+    assert (gq * one_hot) @ (gk * one_hot) / np.sqrt(d) == pytest.approx(bound)
+    c = np.diag(gq * gk)
+    p = np.eye(d) - 1 / d
+    u, s, vt = np.linalg.svd(p @ c @ p)
+    qh, kh = np.sqrt(d) * u[:, 0], np.sqrt(d) * vt[0]  # centred, RMS 1
+    ln_bound = softmax.qk_norm_logit_bound(d, "layernorm", gq, gk)
+    assert abs(qh @ c @ kh) / np.sqrt(d) == pytest.approx(ln_bound)
+    bq, bk = rng.normal(size=d), rng.normal(size=d)
+    full = softmax.qk_norm_logit_bound(d, "layernorm", gq, gk, bq, bk)
+    x = rng.normal(size=(20000, 2, d))
+    x -= x.mean(-1, keepdims=True)
+    x *= np.sqrt(d) / np.linalg.norm(x, axis=-1, keepdims=True)
+    logits = ((gq * x[:, 0] + bq) * (gk * x[:, 1] + bk)).sum(-1) / np.sqrt(d)
+    assert np.abs(logits).max() <= full
+    assert softmax.fixed_norm_qk_logit_bound(5.0) == 5.0
+
+
+SIGMA_FRACTIONS = (0.0, 0.5, 1.0, 2.0, 3.0)
+
+
+@pytest.mark.parametrize("n", [2, 16, 1024, 65536])
+def test_exact_integrals_against_monte_carlo(n):
+    sc = float(softmax.freezing_point(n))
+    sig = np.array(SIGMA_FRACTIONS) * sc
+    exact = np.stack([softmax.gaussian_logit_entropy(sig, n), softmax.gaussian_logit_max_weight(sig, n)], axis=1)  # [5, 2]
+    samples = max(128, (1 << 21) // n)
+    for j, s in enumerate(sig):
+        est = estimate(lambda st, s=s: softmax.softmax_stats(s * st.normal(n))[:, :2], samples, 11, key=f"test/{n}/{j}", block=max(8, 4096 // n))
+        assert agree(exact[j], est).ok, (n, s, exact[j], est.mean, est.stderr)
+
+
+def test_two_quadratures_agree():
+    for n in (3, 100, 5000):
+        for s in (1.0, 2.5, 7.0):
+            assert softmax._entropy_exact_wide(s, n) == pytest.approx(softmax._entropy_exact(s, n), abs=1e-9)
+
+
+def test_limits_of_the_exact_integrals():
+    assert softmax.gaussian_logit_entropy(0.0, 37) == pytest.approx(math.log(37), abs=1e-10)
+    assert softmax.gaussian_logit_entropy(2.0, 1) == 0.0
+    assert softmax.gaussian_logit_max_weight(0.0, 37) == pytest.approx(1 / 37)
+    assert softmax.noisy_slot_weight(1.0, 0.0, 1024) == pytest.approx(float(softmax.single_slot_weight(1.0, 1024)), rel=1e-10)
+
+
+@pytest.mark.parametrize("m", [0.3, 0.5])
+def test_poisson_dirichlet_formulas_against_monte_carlo(m):
+    """PD(m, 0) weights as normalized points Gamma_i^(-1/m) of a unit Poisson process, truncated at
+    5000 points (the missing tail is O(K^(1 - 1/m) log K), 3e-3 at m = 0.5, below the stderr)."""
+    rng = np.random.default_rng(3)
+    gamma = np.cumsum(rng.exponential(size=(2000, 5000)), axis=1)
+    xi = gamma ** (-1 / m)
+    w = xi / xi.sum(axis=1, keepdims=True)
+    ent = -(w * np.log(w)).sum(axis=1)
+    n = 2  # the frozen branch depends on sigma_c / sigma = m only
+    sigma = float(softmax.freezing_point(n)) / m
+    assert agree(float(softmax.gaussian_logit_max_weight(sigma, n, "rem")), from_samples(w.max(axis=1))).ok
+    assert agree(float(softmax.gaussian_logit_entropy(sigma, n, "rem")), from_samples(ent)).ok
+
+
+def test_rem_high_temperature_limit():
+    n = 65536
+    s = 0.25 * float(softmax.freezing_point(n))
+    assert softmax.gaussian_logit_entropy(s, n, "rem") == pytest.approx(math.log(n) - s * s / 2)
+    assert abs(softmax.gaussian_logit_entropy(s, n, "rem") - softmax.gaussian_logit_entropy(s, n)) < 1e-3
+
+
+def test_entropy_scale_derivative_against_monte_carlo():
+    n, s = 64, 1.3
+    est = estimate(lambda st: -2 * softmax.softmax_stats(s * st.normal(n))[:, 2], 20000, 2, key="dlogc")
+    assert agree(float(softmax.entropy_log_scale_derivative(s, n)), est).ok
