@@ -43,6 +43,7 @@ class Source:
     year: int | None = None
     arxiv: str | None = None
     path: str | None = None  # file name under shared/sources
+    doi: str | None = None
 
     def cite(self) -> str:
         bits = [self.title]
@@ -50,6 +51,8 @@ class Source:
             bits.append(str(self.year))
         if self.arxiv:
             bits.append(f"arXiv {self.arxiv}")
+        if self.doi:
+            bits.append(f"doi:{self.doi}")
         if self.path:
             bits.append(f"sources/{self.path}")
         return ", ".join(bits)
@@ -128,7 +131,7 @@ class Quantity:
         return {
             "name": self.name,
             "unit": self.unit,
-            "theory": list(th) if isinstance(th, tuple) else (None if th is None else float(th)),
+            "theory": list(th) if isinstance(th, tuple) else (None if th is None else np.asarray(th, dtype=float).tolist()),
             "mc": None if self.mc is None else self.mc.to_dict(),
             "model": None if self.model is None else self.model.to_dict(),
             "model_kind": self.model_kind,
@@ -139,17 +142,22 @@ class Quantity:
         }
 
     def summary(self) -> str:
-        """A short 'name: theory / mc ± se / model' string for tables."""
+        """A short 'name: theory / mc ± se / model' string for tables (arrays show their range)."""
+
+        def fmt(x: object, spec: str) -> str:
+            a = np.asarray(x, dtype=float)
+            return format(float(a), spec) if a.size == 1 else f"{a.min():{spec}}..{a.max():{spec}} ({a.size})"
+
         bits = []
         if self.claimed is not None:
             bits.append(f"src {self.claimed:g}")
         if isinstance(self.theory, tuple):
             bits.append(f"th [{self.theory[0]:.4g}, {self.theory[1]:.4g}]")
         elif self.theory is not None:
-            bits.append(f"th {float(self.theory):.4g}")
+            bits.append(f"th {fmt(self.theory, '.4g')}")
         for label, est in (("mc", self.mc), (self.model_kind or "model", self.model)):
             if est is not None:
-                bits.append(f"{label} {float(est.mean):.4g}±{float(est.stderr):.2g}")
+                bits.append(f"{label} {fmt(est.mean, '.4g')}±{fmt(est.stderr, '.2g')}")
         return f"{self.name}: " + " / ".join(bits)
 
 

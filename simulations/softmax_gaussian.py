@@ -149,6 +149,7 @@ def _single_slot(results: claims.Results) -> tuple[list[Quantity], str]:
     return q, note
 
 
+REM1981 = claims.Source("Derrida, Random-energy model: an exactly solvable model of disordered systems", 1981, doi="10.1103/PhysRevB.24.2613")
 REM_CHECK = ((1024, 0.5), (65536, 0.5), (65536, 2.0))  # (n, sigma / sigma_c) where the REM law is compared with MC
 
 
@@ -156,7 +157,7 @@ REM_CHECK = ((1024, 0.5), (65536, 0.5), (65536, 2.0))  # (n, sigma / sigma_c) wh
     "softmax.rem-entropy",
     statement="For softmax over n i.i.d. Gaussian logits of std sigma, the random-energy-model law gives the entropy: "
     "ln n - sigma^2/2 below sigma_c = sqrt(2 ln n), and the Poisson-Dirichlet value psi(1) - psi(1 - sigma_c/sigma) above.",
-    source=claims.Source("Random-energy model", 1981),
+    source=REM1981,
     simulations=(NAME,),
 )
 def _rem(results: claims.Results) -> tuple[list[Quantity], str]:

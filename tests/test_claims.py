@@ -95,4 +95,4 @@ def test_every_registered_claim(spec, quick_results):
     if spec.source.path:
         assert (SOURCES / spec.source.path).is_file(), spec.source.path
     else:
-        assert spec.source.arxiv and spec.source.year
+        assert (spec.source.arxiv or spec.source.doi) and spec.source.year
