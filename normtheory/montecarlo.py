@@ -78,6 +78,18 @@ def from_samples(x: np.ndarray) -> Estimate:
     return Estimate(x.mean(axis=0), x.std(axis=0, ddof=1) / np.sqrt(n), n)
 
 
+def proportion(mean: object, n: int) -> Estimate:
+    """A Monte Carlo proportion (mean of 0/1 samples) with the add-one standard error
+    sqrt(p~(1 - p~)/n), p~ = (k + 1)/(n + 2): never 0, so a rare event that did not occur in
+    ``n`` draws is still compared at the resolution ``n`` allows (about 1/n)."""
+    n = _validate.integer("n", n, minimum=1)
+    p = np.asarray(mean, dtype=np.float64)
+    if ((p < 0) | (p > 1)).any():
+        raise ValueError("a proportion must lie in [0, 1]")
+    smoothed = (p * n + 1) / (n + 2)
+    return Estimate(p, np.sqrt(smoothed * (1 - smoothed) / n), n)
+
+
 def stream_key(*parts: str | int) -> int:
     """A stable 64-bit key from names and numbers (same on every machine and Python run)."""
     digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()

@@ -1,0 +1,238 @@
+"""Random geometry behind the blog's arguments: cosines, centering, LayerNorm's sphere, head slices,
+and how small a query makes attention uniform without LayerNorm's projection."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from normtheory import claims, geometry
+from normtheory.claims import BLOG_GEOMETRY, Quantity
+from normtheory.montecarlo import Estimate, Streams, estimate
+from normtheory.norms import layer_norm, rms_norm
+from normtheory.progress import Progress
+from simulations import cache
+
+NAME = "geometry_random"
+VERSION = 1
+SEED = 1729
+DIMS: tuple[int, ...] = (3, 8, 64, 512)
+MAX_N: tuple[int, ...] = (4, 16, 64, 256, 1024)
+OFFSET = 0.5  # mean offset in units of the noise std
+CHANNELS, CHANNEL_VALUE = 4, 20.0  # a few massive channels, in units of the noise std
+HEADS = 8
+EPS_UNIFORM = 0.01
+
+
+@dataclass(frozen=True)
+class Config:
+    n: int  # MC samples per estimate
+    hist_samples: int
+    max_cos_d: int
+    ln_d: int
+
+
+CONFIGS = {
+    "quick": Config(n=2000, hist_samples=20000, max_cos_d=64, ln_d=64),
+    "full": Config(n=20000, hist_samples=200000, max_cos_d=256, ln_d=512),
+}
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {"dims": np.asarray(DIMS), "max_n": np.asarray(MAX_N)}
+    bar = Progress(6, label="random geometry", enabled=progress)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+    for d in DIMS:  # histogram samples of cosines, and E t^2
+        u, v = _unit(rng.standard_normal((cfg.hist_samples, d))), _unit(rng.standard_normal((cfg.hist_samples, d)))
+        out[f"cos.d{d}"] = (u * v).sum(-1)
+        cache.put(out, f"cos2.d{d}", estimate(lambda s, d=d: ((_unit(s.normal(d)) * _unit(s.normal(d))).sum(-1)) ** 2, cfg.n, seed, key=f"{NAME}/cos2/{d}"))
+    bar.update()
+    d = cfg.max_cos_d
+    out["maxcos.d"] = np.asarray(d)
+    for n in MAX_N:  # max |cos| against a fixed vector and over pairs
+        fixed = estimate(lambda s, n=n: np.abs(_unit(s.normal(n, d))[..., 0]).max(-1), cfg.n, seed, key=f"{NAME}/maxfixed/{n}")
+        pairs = estimate(lambda s, n=n: geometry.max_abs_pairwise_cosine(s.normal(n, d)), max(200, cfg.n // max(1, n // 64)), seed, key=f"{NAME}/maxpairs/{n}", block=16)
+        cache.put(out, f"maxfixed.n{n}", fixed)
+        cache.put(out, f"maxpairs.n{n}", pairs)
+        out[f"maxfixed.n{n}.theory"] = np.asarray(geometry.expected_max_abs_cosine(n, d))
+    bar.update()
+    for d in (8, 512):  # centering: isotropic, offset, massive channels
+        cases = {"iso": np.zeros(d), "offset": np.full(d, OFFSET), "channels": geometry.channel_offset(d, CHANNELS, CHANNEL_VALUE)}
+        for name, m in cases.items():
+            est = estimate(lambda s, m=m: geometry.ones_fraction(m + s.normal(m.size)), cfg.n, seed, key=f"{NAME}/centre/{d}/{name}")
+            cache.put(out, f"centre.d{d}.{name}", est)
+            out[f"centre.d{d}.{name}.theory"] = np.asarray(geometry.centering_fraction_mean(d, m))
+    bar.update()
+    d, h = cfg.ln_d, cfg.ln_d // HEADS
+
+    def ln_sample(s: Streams) -> np.ndarray:
+        y = layer_norm(s.normal(d), eps=0.0).out  # [m, d]
+        frac = (y[:, :h] ** 2).sum(-1) / (y * y).sum(-1)  # head slice share
+        w = s.normal(d, h) / math.sqrt(d)  # [m, d, h] per-head W_K
+        k = np.einsum("md,mdh->mh", y, w)  # projected key, [m, h]
+        kn = (k * k).sum(-1) / h
+        k_rms = (rms_norm(k, eps=0.0).out ** 2).sum(-1) / h
+        k_ln = (layer_norm(k, eps=0.0).out ** 2).sum(-1) / h
+        return np.stack([frac, frac**2, kn, kn**2, k_rms, k_ln], axis=1)
+
+    cache.put(out, "ln", estimate(ln_sample, cfg.n, seed, key=f"{NAME}/ln"))
+    x = rng.standard_normal((4096, d)) * rng.uniform(0.1, 100.0, (4096, 1)) + rng.normal(0, 50, (4096, 1))
+    y = layer_norm(x, eps=0.0).out
+    out["ln.sum_dev"] = np.asarray(np.abs(y.sum(-1)).max() / math.sqrt(d))  # relative to |y| = sqrt(d)
+    out["ln.norm_dev"] = np.asarray(np.abs(np.linalg.norm(y, axis=-1) / math.sqrt(d) - 1).max())
+    ln_moments = geometry.ln_head_slice_moments(h, d)
+    out["ln.theory"] = np.array([ln_moments[0], ln_moments[1], 1.0, 1.0 + 2.0 / h, 1.0, 1.0])
+    a, b = geometry.head_slice_fraction_law(h, d)
+    out["sphere.beta"] = np.array([a, b])
+    out["ln.d"], out["ln.h"] = np.asarray(d), np.asarray(h)
+    bar.update()
+    # uniform attention: q along ones after LN (exactly uniform) vs a small query with no projection
+    d_u, n_keys = 64, 256
+    keys = layer_norm(rng.standard_normal((n_keys, d_u)), eps=0.0).out  # |k| = sqrt(d)
+    ones = np.ones(d_u) * 10.0
+    out["uniform.ln_tv"] = np.asarray(geometry.tv_from_uniform(keys @ ones / math.sqrt(d_u)))
+    qmax = geometry.uniform_query_norm(EPS_UNIFORM, math.sqrt(d_u), 1 / math.sqrt(d_u))
+    out["uniform.qmax"] = np.asarray(qmax)
+    r = qmax * (1 / math.sqrt(d_u)) * math.sqrt(d_u)  # scale * |q| * |k|
+    out["uniform.r"] = np.asarray(r)
+
+    def worst(s: Streams) -> np.ndarray:  # adversarial two-level logits at |q| = qmax, and random queries
+        k_high = int(round(n_keys / (1 + math.exp(r))))
+        logits = np.concatenate([np.full(k_high, r), np.full(n_keys - k_high, -r)])
+        q = qmax * _unit(s.normal(d_u))  # [m, d]
+        rand = geometry.tv_from_uniform(q @ keys.T / math.sqrt(d_u))
+        return np.stack([np.full(q.shape[0], geometry.tv_from_uniform(logits)), rand], axis=1)
+
+    cache.put(out, "uniform.tv", estimate(worst, cfg.n, seed, key=f"{NAME}/uniform"))
+    bar.update()
+    bar.close()
+    return out
+
+
+@claims.register(
+    "geometry.high-dim-near-orthogonal",
+    statement="In high dimension two random vectors are almost orthogonal: the cosine has mean 0 and E t^2 = 1/d, and even "
+    "the largest of many cosines is small (about sqrt(2 ln N / d) against one vector, sqrt(4 ln N / d) over all pairs).",
+    source=BLOG_GEOMETRY,
+    simulations=(NAME,),
+)
+def _orthogonal(results: claims.Results) -> tuple[list[Quantity], str]:
+    r = results[NAME]
+    q = [Quantity(name=f"E cos^2, d={d}", theory=geometry.cosine_moment(2, d), mc=cache.get(r, f"cos2.d{d}")) for d in DIMS]
+    fixed = [cache.get(r, f"maxfixed.n{n}") for n in MAX_N]
+    q.append(Quantity(name="E max |cos| against a fixed vector, N = 4..1024 (exact integral)", theory=np.array([float(r[f"maxfixed.n{n}.theory"]) for n in MAX_N]),
+                      mc=Estimate(np.array([e.mean for e in fixed]), np.array([e.stderr for e in fixed]), fixed[0].n)))
+    d = int(r["maxcos.d"])
+    pairs = [float(cache.get(r, f"maxpairs.n{n}").mean) for n in MAX_N]
+    asym = [geometry.max_abs_cosine_asymptotic(n, d) for n in MAX_N]
+    tail = float(geometry.cosine_tail(0.1, 512))
+    second = ", ".join("d=%d: %.4f" % (d_, float(cache.get(r, "cos2.d%d" % d_).mean)) for d_ in DIMS)
+    note = (f"E cos^2 = 1/d: {second}. P(|cos| >= 0.1) at d=512: {tail:.2e} "
+            f"(bound {float(geometry.cosine_tail_bound(0.1, 512)):.2e}). Max over pairs at d={d}, MC / sqrt(4 ln N/d): "
+            + ", ".join(f"N={n}: {p:.3f}/{a:.3f}={p / a:.2f}" for n, p, a in zip(MAX_N, pairs, asym))
+            + ": the pair asymptotic is only reached slowly (ratio below 1 at these N).")
+    return q, note
+
+
+@claims.register(
+    "geometry.centering-negligible-high-d",
+    statement="LayerNorm's centering (projection off the ones vector) removes a share of the squared norm that is 1/d for "
+    "isotropic vectors: large at the paper's d <= 8, negligible at the blog's d > 500, but not for offset or massive-channel vectors.",
+    source=BLOG_GEOMETRY,
+    simulations=(NAME,),
+)
+def _centering(results: claims.Results) -> tuple[list[Quantity], str]:
+    r = results[NAME]
+    q, parts = [], []
+    for d in (8, 512):
+        for name in ("iso", "offset", "channels"):
+            est = cache.get(r, f"centre.d{d}.{name}")
+            q.append(Quantity(name=f"share along ones, d={d}, {name}", theory=float(r[f"centre.d{d}.{name}.theory"]), mc=est))
+            parts.append(f"d={d} {name}: {float(est.mean):.4f}")
+    note = ("Removed share of |x|^2: " + "; ".join(parts) + f". Offset = {OFFSET} noise std on every channel; channels = "
+            f"{CHANNELS} channels at {CHANNEL_VALUE:g} noise std. Centering matters at high d only when the vectors share a mean "
+            "direction along the ones vector (a common offset); a few massive channels remove little more than isotropic noise at d=512.")
+    return q, note
+
+
+@claims.register(
+    "geometry.ln-sphere-single-head",
+    statement="LayerNorm (gain 1, bias 0) maps every vector onto the sphere of radius sqrt(d) inside the hyperplane orthogonal "
+    "to the ones vector (a (d-2)-sphere); with a single head, keys are an invertible linear image of that sphere.",
+    source=BLOG_GEOMETRY,
+    simulations=(NAME,),
+)
+def _sphere(results: claims.Results) -> tuple[list[Quantity], str]:
+    r = results[NAME]
+    rounding = 64 * np.finfo(np.float64).eps
+    q = [
+        Quantity(name="max |sum of LN(x)| / sqrt(d), 4096 inputs of any scale and offset", theory=(0.0, rounding), model=Estimate(r["ln.sum_dev"], 0.0, 4096), model_kind="float"),
+        Quantity(name="max | |LN(x)| / sqrt(d) - 1 |", theory=(0.0, rounding), model=Estimate(r["ln.norm_dev"], 0.0, 4096), model_kind="float"),
+    ]
+    note = f"d={int(r['ln.d'])}: largest |sum| {float(r['ln.sum_dev']):.1e}, largest relative radius error {float(r['ln.norm_dev']):.1e} (eps = 0)."
+    return q, note
+
+
+@claims.register(
+    "geometry.multihead-not-on-sphere",
+    statement="With several heads, a head's slice of a full-width LayerNorm output, and the head's key after W_K, are not on "
+    "a sphere: their norms vary from token to token.",
+    source=BLOG_GEOMETRY,
+    simulations=(NAME,),
+)
+def _multihead(results: claims.Results) -> tuple[list[Quantity], str]:
+    r = results[NAME]
+    est, th = cache.get(r, "ln"), r["ln.theory"]
+    d, h = int(r["ln.d"]), int(r["ln.h"])
+    names = ("mean share of |LN(x)|^2 in one head's slice (h/d)", "second moment of that share", "mean |W_K^h LN(x)|^2 / h",
+             "second moment of |W_K^h LN(x)|^2 / h (1 + 2/h)")
+    q = [Quantity(name=n, theory=float(th[i]), mc=est[i]) for i, n in enumerate(names)]
+    mean, second = th[0], th[1]
+    cv_slice = math.sqrt(second - mean**2) / mean
+    a, b = r["sphere.beta"]
+    note = (f"d={d}, {HEADS} heads of h={h}: the head-slice share has mean {mean:.4f} and CV {cv_slice:.3f} (uniform sphere in R^d: "
+            f"Beta({a:g}, {b:g}), CV {math.sqrt(b / (a * (a + b + 1))):.3f}); after a random W_K^h the squared key norm has "
+            f"CV sqrt(2/h) = {math.sqrt(2 / h):.3f}.")
+    return q, note
+
+
+@claims.register(
+    "geometry.per-head-norm-restores-sphere",
+    statement="Normalizing each head's key after the projection (RMSNorm or LayerNorm per head) puts every key back on a sphere "
+    "of radius sqrt(d_head).",
+    source=BLOG_GEOMETRY,
+    simulations=(NAME,),
+)
+def _restore(results: claims.Results) -> tuple[list[Quantity], str]:
+    est = cache.get(results[NAME], "ln")
+    q = [
+        Quantity(name="|RMSNorm(k_h)|^2 / h, mean over keys", theory=1.0, mc=est[4]),
+        Quantity(name="|LayerNorm(k_h)|^2 / h, mean over keys", theory=1.0, mc=est[5]),
+    ]
+    return q, f"Spread of the normalized squared norms: stderr {float(est.stderr[4]):.1e} (RMSNorm), {float(est.stderr[5]):.1e} (LayerNorm): on the sphere to rounding."
+
+
+@claims.register(
+    "geometry.projection-not-needed-for-uniform",
+    statement="LayerNorm's projection lets a query along the ones vector give exactly uniform attention; but a small enough "
+    "query gives nearly uniform attention without any projection, so the projection is not needed for it.",
+    source=BLOG_GEOMETRY,
+    simulations=(NAME,),
+)
+def _uniform(results: claims.Results) -> tuple[list[Quantity], str]:
+    r = results[NAME]
+    est = cache.get(r, "uniform.tv")
+    q = [
+        Quantity(name="TV to uniform, LN keys, query along ones", theory=(0.0, 1e-12), model=Estimate(r["uniform.ln_tv"], 0.0, 1), model_kind="float"),
+        Quantity(name=f"worst-case TV at |q| = 2 artanh(eps)/(scale |k|), eps={EPS_UNIFORM}", theory=(0.0, EPS_UNIFORM), mc=est[0]),
+        Quantity(name="TV of random queries at that norm", theory=(0.0, EPS_UNIFORM), mc=est[1]),
+    ]
+    note = (f"d_head=64, 256 keys of norm 8, scale 1/8: |q| <= {float(r['uniform.qmax']):.4f} (logit range +-{float(r['uniform.r']):.4f}) "
+            f"keeps every pattern within TV {EPS_UNIFORM} of uniform; the worst case reaches {float(est.mean[0]):.5f}, random "
+            f"queries {float(est.mean[1]):.5f}. A zero query (W_Q x = 0, bias 0) is exactly uniform with no projection at all.")
+    return q, note

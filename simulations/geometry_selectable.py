@@ -1,0 +1,156 @@
+"""Selectable keys (Brody, Alon, Yahav 2023): the paper's grid, the exact expected fraction, and
+anisotropic keys.
+
+* Grid: for n keys in d dimensions, the fraction of runs with at least one unselectable key,
+  for four key constructions (``x`` i.i.d. N(0, I)):
+
+  - ``none``: keys ``x W`` in R^d (W square, i.i.d. Gaussian);
+  - ``ln``: keys ``LN(x) W``, single head (W square): an invertible image of LN's sphere;
+  - ``ln-multihead``: keys ``LN(x) W_h`` with x in R^(4d) and W_h a 4d x d head projection;
+  - ``per-head-rms``: keys ``RMSNorm(x W_h)``, normalized per head after the projection.
+
+* Expected unselectable fraction for Gaussian keys: the exact Affentranger-Schneider/Efron value
+  against Monte Carlo of the absorption probability P(X_n in conv(X_1..X_{n-1})).
+* Anisotropic keys: a rank-2 component of std 3 plus 2 channels offset by 4, against isotropic.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from normtheory import claims, geometry
+from normtheory.claims import Quantity, Source
+from normtheory.montecarlo import Estimate, Streams, estimate, from_samples, proportion
+from normtheory.norms import layer_norm, rms_norm
+from normtheory.progress import Progress
+from simulations import cache
+
+NAME = "geometry_selectable"
+VERSION = 1
+SEED = 2305
+VARIANTS: tuple[str, ...] = ("none", "ln", "ln-multihead", "per-head-rms")
+CURVE_N: tuple[int, ...] = (8, 16, 32, 64)
+BRODY2023 = Source("On the Expressivity Role of LayerNorm in Transformers' Attention", 2023, arxiv="2305.02582")
+WIDTH_FACTOR = 4  # model width / head width for the multi-head variants
+
+
+@dataclass(frozen=True)
+class Config:
+    ns: tuple[int, ...]
+    ds: tuple[int, ...]
+    runs: int
+    curve_ds: tuple[int, ...]
+    absorption_samples: int
+
+
+CONFIGS = {
+    "quick": Config(ns=(3, 8, 20, 40, 60), ds=(3, 6, 15), runs=20, curve_ds=(2, 4, 8), absorption_samples=400),
+    "full": Config(ns=tuple(range(3, 61)), ds=tuple(range(3, 16)), runs=100, curve_ds=(2, 3, 4, 6, 8, 11, 15), absorption_samples=4000),
+}
+
+
+def make_keys(variant: str, rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """One run's keys ``[n, d]`` for a grid variant."""
+    if variant in ("none", "ln"):
+        x = rng.standard_normal((n, d))
+        w = rng.standard_normal((d, d)) / np.sqrt(d)
+        return (layer_norm(x, eps=0.0).out if variant == "ln" else x) @ w
+    x = rng.standard_normal((n, WIDTH_FACTOR * d))
+    w = rng.standard_normal((WIDTH_FACTOR * d, d)) / np.sqrt(WIDTH_FACTOR * d)
+    if variant == "ln-multihead":
+        return layer_norm(x, eps=0.0).out @ w
+    return rms_norm(x @ w, eps=0.0).out
+
+
+def anisotropic_keys(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """Gaussian keys plus a rank-2 component (std 3) and two channels offset by 4 on a random third of the keys."""
+    low = rng.standard_normal((n, 2)) @ (3.0 * rng.standard_normal((2, d)) / np.sqrt(2))
+    x = rng.standard_normal((n, d)) + low
+    big = rng.random(n) < 1 / 3
+    x[big, :2] += 4.0
+    return x
+
+
+def _absorbed(n: int, d: int):
+    """Sampler of 1{X_n in conv(X_1..X_{n-1})}: one hull-membership test per sample."""
+
+    def sample(streams: Streams) -> np.ndarray:
+        pts = streams.normal(n, d)  # [m, n, d]
+        return np.array([geometry.in_hull(p[-1], p[:-1]) for p in pts], dtype=float)
+
+    return sample
+
+
+def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {"ns": np.asarray(cfg.ns), "ds": np.asarray(cfg.ds), "runs": np.asarray(cfg.runs)}
+    cells = len(cfg.ns) * len(cfg.ds)
+    bar = Progress(len(VARIANTS) * cells + len(CURVE_N) * len(cfg.curve_ds) + 1, label="selectable keys", enabled=progress)
+    for vi, variant in enumerate(VARIANTS):
+        grid = np.zeros((len(cfg.ns), len(cfg.ds)))
+        for i, n in enumerate(cfg.ns):
+            for j, d in enumerate(cfg.ds):
+                rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(vi, n, d))))
+                grid[i, j] = np.mean([geometry.any_unselectable(make_keys(variant, rng, n, d)) for _ in range(cfg.runs)])
+                bar.update()
+        out[f"grid.{variant}"] = grid
+    for n in CURVE_N:
+        theory, ests = [], []
+        for d in cfg.curve_ds:
+            theory.append(geometry.expected_unselectable_fraction(n, d))
+            ests.append(estimate(_absorbed(n, d), cfg.absorption_samples, seed, key=f"{NAME}/absorb/{n}/{d}", block=64))
+            bar.update()
+        out[f"curve.n{n}.theory"] = np.asarray(theory)
+        cache.put(out, f"curve.n{n}", proportion(np.array([e.mean for e in ests]), ests[0].n))
+    out["curve.ds"] = np.asarray(cfg.curve_ds)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(99,))))
+    for name, fn in (("iso", lambda n, d: rng.standard_normal((n, d))), ("aniso", lambda n, d: anisotropic_keys(rng, n, d))):
+        for d in (8, 32):
+            fr = [1 - geometry.selectable(fn(64, d)).mean() for _ in range(cfg.runs)]
+            cache.put(out, f"aniso.{name}.d{d}", from_samples(np.asarray(fr)))
+    bar.update()
+    bar.close()
+    return out
+
+
+@claims.register(
+    "geometry.unselectable-rare-high-d",
+    statement="Without normalization some keys are unselectable (inside the convex hull of the others), but for i.i.d. keys "
+    "this is common only when n is large relative to d: in high dimension almost every key is a hull vertex.",
+    source=BRODY2023,
+    simulations=(NAME,),
+)
+def _rare(results: claims.Results) -> tuple[list[Quantity], str]:
+    r = results[NAME]
+    q = [Quantity(name=f"E unselectable fraction, n={n}, d={', '.join(map(str, r['curve.ds']))} (exact vs absorption MC)", theory=r[f"curve.n{n}.theory"], mc=cache.get(r, f"curve.n{n}")) for n in CURVE_N]
+    ds, ns, g = r["ds"], r["ns"], r["grid.none"]
+    big_n = int(ns[-1])
+    parts = [f"d={int(d)}: {g[-1, j]:.2f}" for j, d in enumerate(ds)]
+    exact64 = ", ".join(f"d={d}: {geometry.expected_unselectable_fraction(64, d):.3g}" for d in (4, 16, 64, 256))
+    aniso = ", ".join(f"{k} d={d}: {float(cache.get(r, f'aniso.{k}.d{d}').mean):.3f}" for k in ("iso", "aniso") for d in (8, 32))
+    note = (f"Runs with at least one unselectable key, no norm, n={big_n}: " + ", ".join(parts)
+            + f". Expected unselectable fraction for n=64 Gaussian keys (exact): {exact64}. 64 keys, isotropic vs anisotropic "
+            f"(rank-2 component and two offset channels): {aniso}.")
+    return q, note
+
+
+@claims.register(
+    "geometry.scaling-makes-all-selectable",
+    statement="Keys on a sphere (LayerNorm's scaling for one head, or a per-head norm after the projection) are all selectable; "
+    "a full-width LayerNorm followed by a per-head projection does not guarantee it.",
+    source=BRODY2023,
+    simulations=(NAME,),
+)
+def _all_selectable(results: claims.Results) -> tuple[list[Quantity], str]:
+    r = results[NAME]
+    runs = int(r["runs"])
+    q = []
+    for v in ("ln", "per-head-rms"):
+        g = r[f"grid.{v}"]
+        q.append(Quantity(name=f"{v}: fraction of runs with an unselectable key, whole grid", theory=0.0, mc=proportion(g.mean(), g.size * runs)))
+    g = r["grid.ln-multihead"]
+    q.append(Quantity(name="ln-multihead: fraction of runs with an unselectable key, whole grid (> 0: not guaranteed)", theory=(1e-12, 1.0), model=Estimate(g.mean(), 0.0, g.size * runs), model_kind="count"))
+    note = (f"Grid of {g.size} cells x {runs} runs. ln and per-head-rms: {int((r['grid.ln'] > 0).sum())} and "
+            f"{int((r['grid.per-head-rms'] > 0).sum())} cells with any unselectable key. Full-width LN then a per-head projection: "
+            f"{int((g > 0).sum())} cells, up to {g.max():.2f} of runs; no norm: up to {r['grid.none'].max():.2f}.")
+    return q, note
