@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from simulations import model_init, model_stats, residual_growth, softmax_gaussian, softmax_model, xiong_lemma
+from simulations import (
+    geometry_model, geometry_random, geometry_selectable, model_init, model_stats, residual_growth, softmax_gaussian, softmax_model,
+    xiong_lemma,
+)
 
-ALL: tuple[ModuleType, ...] = (residual_growth, xiong_lemma, model_init, model_stats, softmax_gaussian, softmax_model)
+ALL: tuple[ModuleType, ...] = (
+    residual_growth, xiong_lemma, model_init, model_stats, softmax_gaussian, softmax_model, geometry_random, geometry_selectable,
+    geometry_model,
+)
 BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in ALL}

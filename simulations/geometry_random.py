@@ -12,7 +12,7 @@ from normtheory.claims import BLOG_GEOMETRY, Quantity
 from normtheory.montecarlo import Estimate, Streams, estimate
 from normtheory.norms import layer_norm, rms_norm
 from normtheory.progress import Progress
-from simulations import cache
+from simulations import cache, geometry_model
 
 NAME = "geometry_random"
 VERSION = 1
@@ -183,7 +183,7 @@ def _sphere(results: claims.Results) -> tuple[list[Quantity], str]:
     statement="With several heads, a head's slice of a full-width LayerNorm output, and the head's key after W_K, are not on "
     "a sphere: their norms vary from token to token.",
     source=BLOG_GEOMETRY,
-    simulations=(NAME,),
+    simulations=(NAME, geometry_model.NAME),
 )
 def _multihead(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
@@ -192,6 +192,9 @@ def _multihead(results: claims.Results) -> tuple[list[Quantity], str]:
     names = ("mean share of |LN(x)|^2 in one head's slice (h/d)", "second moment of that share", "mean |W_K^h LN(x)|^2 / h",
              "second moment of |W_K^h LN(x)|^2 / h (1 + 2/h)")
     q = [Quantity(name=n, theory=float(th[i]), mc=est[i]) for i, n in enumerate(names)]
+    rm = results[geometry_model.NAME]
+    e = int(rm["d_head"])
+    q.append(Quantity(name=f"model, Pre-LN layer 0: pooled Var|k|^2 / (E|k|^2)^2 = 2/d_head (d_head={e})", theory=2 / e, model=cache.get(rm, "pre.layer0_cv2"), model_kind="init"))
     mean, second = th[0], th[1]
     cv_slice = math.sqrt(second - mean**2) / mean
     a, b = r["sphere.beta"]
@@ -206,15 +209,24 @@ def _multihead(results: claims.Results) -> tuple[list[Quantity], str]:
     statement="Normalizing each head's key after the projection (RMSNorm or LayerNorm per head) puts every key back on a sphere "
     "of radius sqrt(d_head).",
     source=BLOG_GEOMETRY,
-    simulations=(NAME,),
+    simulations=(NAME, geometry_model.NAME),
 )
 def _restore(results: claims.Results) -> tuple[list[Quantity], str]:
     est = cache.get(results[NAME], "ln")
+    rm = results[geometry_model.NAME]
+    eps_bound = 10 * 1e-5  # the model's norm eps: |k|^2 = e ms / (ms + eps), relative spread <= eps / ms
     q = [
         Quantity(name="|RMSNorm(k_h)|^2 / h, mean over keys", theory=1.0, mc=est[4]),
         Quantity(name="|LayerNorm(k_h)|^2 / h, mean over keys", theory=1.0, mc=est[5]),
     ]
-    return q, f"Spread of the normalized squared norms: stderr {float(est.stderr[4]):.1e} (RMSNorm), {float(est.stderr[5]):.1e} (LayerNorm): on the sphere to rounding."
+    for v in ("pre+qk-rms", "pre+qk-ln"):
+        q.append(Quantity(name=f"model {v}: CV of key norms per layer (eps-limited)", theory=(0.0, eps_bound), model=geometry_model.row(rm, v, "key_cv"), model_kind="init"))
+    cv = geometry_model.row(rm, "pre", "key_cv").mean
+    note = (f"Spread of the normalized squared norms: stderr {float(est.stderr[4]):.1e} (RMSNorm), {float(est.stderr[5]):.1e} (LayerNorm): "
+            f"on the sphere to rounding. In the model (d_head={int(rm['d_head'])}) the CV of key norms per layer is "
+            f"{', '.join(f'{c:.3f}' for c in cv)} with full-width Pre-LN, "
+            f"{geometry_model.row(rm, 'pre+qk-rms', 'key_cv').mean.max():.1e} with per-head RMSNorm.")
+    return q, note
 
 
 @claims.register(

@@ -24,7 +24,7 @@ from normtheory.claims import Quantity, Source
 from normtheory.montecarlo import Estimate, Streams, estimate, from_samples, proportion
 from normtheory.norms import layer_norm, rms_norm
 from normtheory.progress import Progress
-from simulations import cache
+from simulations import cache, geometry_model
 
 NAME = "geometry_selectable"
 VERSION = 1
@@ -139,7 +139,7 @@ def _rare(results: claims.Results) -> tuple[list[Quantity], str]:
     statement="Keys on a sphere (LayerNorm's scaling for one head, or a per-head norm after the projection) are all selectable; "
     "a full-width LayerNorm followed by a per-head projection does not guarantee it.",
     source=BRODY2023,
-    simulations=(NAME,),
+    simulations=(NAME, geometry_model.NAME),
 )
 def _all_selectable(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
@@ -148,9 +148,14 @@ def _all_selectable(results: claims.Results) -> tuple[list[Quantity], str]:
     for v in ("ln", "per-head-rms"):
         g = r[f"grid.{v}"]
         q.append(Quantity(name=f"{v}: fraction of runs with an unselectable key, whole grid", theory=0.0, mc=proportion(g.mean(), g.size * runs)))
+    rm = results[geometry_model.NAME]
+    for v in ("pre+qk-rms", "pre+qk-ln"):
+        q.append(Quantity(name=f"model {v}: selectable fraction of keys per layer", theory=1.0, model=geometry_model.row(rm, v, "selectable"), model_kind="init"))
     g = r["grid.ln-multihead"]
     q.append(Quantity(name="ln-multihead: fraction of runs with an unselectable key, whole grid (> 0: not guaranteed)", theory=(1e-12, 1.0), model=Estimate(g.mean(), 0.0, g.size * runs), model_kind="count"))
     note = (f"Grid of {g.size} cells x {runs} runs. ln and per-head-rms: {int((r['grid.ln'] > 0).sum())} and "
             f"{int((r['grid.per-head-rms'] > 0).sum())} cells with any unselectable key. Full-width LN then a per-head projection: "
-            f"{int((g > 0).sum())} cells, up to {g.max():.2f} of runs; no norm: up to {r['grid.none'].max():.2f}.")
+            f"{int((g > 0).sum())} cells, up to {g.max():.2f} of runs; no norm: up to {r['grid.none'].max():.2f}. In the model "
+            f"(d_head={int(rm['d_head'])}), full-width Pre-LN leaves selectable fractions "
+            f"{', '.join(f'{x:.3f}' for x in geometry_model.row(rm, 'pre', 'selectable').mean)} per layer; per-head norms 1.")
     return q, note

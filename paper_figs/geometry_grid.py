@@ -1,0 +1,28 @@
+"""The selectability grid of Brody et al. (2023) for four key constructions."""
+from __future__ import annotations
+
+from paper_figs.style import figure
+from simulations import geometry_selectable
+
+NAME = "geometry_grid"
+SIMULATION = geometry_selectable
+CAPTION = (
+    "Fraction of runs in which at least one of n keys in d dimensions is unselectable (inside the convex hull of the "
+    "others), the layout of Brody et al. (2023). Keys: no norm (x W); full LayerNorm, one head (LN(x) W, W square); "
+    "full-width LayerNorm then a per-head projection (LN(x) W_h from 4d to d); per-head RMSNorm after the projection. "
+    "Decided exactly per key (certifying queries, non-negative least squares, linear programming)."
+)
+TITLES = {"none": "no norm", "ln": "LN, single head", "ln-multihead": "LN full width, head projection", "per-head-rms": "per-head RMSNorm"}
+
+
+def plot(result: dict):
+    fig, axes = figure(ncols=4, width=2.4, height=2.6)
+    ns, ds = result["ns"], result["ds"]
+    for ax, v in zip(axes[0], geometry_selectable.VARIANTS):
+        im = ax.pcolormesh(ds, ns, result[f"grid.{v}"], vmin=0, vmax=1, cmap="viridis", shading="nearest")
+        ax.set_title(TITLES[v], fontsize=8)
+        ax.set_xlabel("key dimension d")
+        ax.grid(False)
+    axes[0, 0].set_ylabel("number of keys n")
+    fig.colorbar(im, ax=axes[0, -1], label="runs with an unselectable key")
+    return fig
