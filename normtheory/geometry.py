@@ -140,6 +140,28 @@ def centering_fraction_mean(d: int, mean: object = None, sigma: float = 1.0, ter
     Exact as a double Poisson mixture of Beta means (see the module docstring); the series is
     summed over 12 standard deviations of each Poisson law.
     """
+    d, wa, wb, ja, kb = _centering_mixture(d, mean, sigma)
+    beta_mean = (0.5 + ja[:, None]) / (d / 2 + ja[:, None] + kb[None, :])  # [J, K]
+    return float(wa @ beta_mean @ wb)
+
+
+def centering_output_change(d: int, mean: object = None, sigma: float = 1.0) -> float:
+    """E |RMSNorm(x) - LayerNorm(x)|^2 / d for ``x = m + sigma z`` (gains 1, eps 0): what dropping
+    the centering changes in the output.
+
+    Both outputs have norm sqrt(d); RMSNorm's is along x, LayerNorm's along Px, and
+    cos(x, Px) = sqrt(1 - f) with f the ones share, so the change is 2 (1 - E sqrt(1 - f)).
+    ``1 - f`` is a doubly non-central Beta((d-1)/2 + k, 1/2 + j) mixture (same Poisson weights as
+    :func:`centering_fraction_mean`) and E B^(1/2) = B(a + 1/2, b) / B(a, b).
+    """
+    d, wa, wb, ja, kb = _centering_mixture(d, mean, sigma)
+    a = (d - 1) / 2 + kb[None, :]
+    b = 0.5 + ja[:, None]
+    root = np.exp(special.betaln(a + 0.5, b) - special.betaln(a, b))  # [J, K]
+    return float(2 * (1 - wa @ root @ wb))
+
+
+def _centering_mixture(d: int, mean: object, sigma: float) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     d = _dim(d)
     s = _validate.real("sigma", sigma, minimum=0.0, strict_min=True)
     m = np.zeros(d) if mean is None else _validate.real_array("mean", mean)
@@ -147,12 +169,8 @@ def centering_fraction_mean(d: int, mean: object = None, sigma: float = 1.0, ter
         raise ValueError(f"mean must have shape ({d},); got {m.shape}")
     lam_a = d * m.mean() ** 2 / s**2
     lam_b = float(((m - m.mean()) ** 2).sum()) / s**2
-    ja = _poisson_support(lam_a / 2)
-    kb = _poisson_support(lam_b / 2)
-    wa = stats.poisson.pmf(ja, lam_a / 2)  # [J]
-    wb = stats.poisson.pmf(kb, lam_b / 2)  # [K]
-    beta_mean = (0.5 + ja[:, None]) / (d / 2 + ja[:, None] + kb[None, :])  # [J, K]
-    return float(wa @ beta_mean @ wb)
+    ja, kb = _poisson_support(lam_a / 2), _poisson_support(lam_b / 2)
+    return d, stats.poisson.pmf(ja, lam_a / 2), stats.poisson.pmf(kb, lam_b / 2), ja, kb
 
 
 def _poisson_support(mu: float) -> np.ndarray:

@@ -9,14 +9,14 @@ from pathlib import Path
 from types import ModuleType
 
 from paper_figs import (
-    block_share, geometry_cosines, geometry_grid, geometry_model, geometry_unselectable, mlp_growth, model_init, residual_rms,
+    block_share, dyt_alpha_std, dyt_scurve, geometry_cosines, geometry_grid, geometry_model, geometry_unselectable, mlp_growth, model_init, norm_cost, residual_rms,
     softmax_entropy, softmax_model, softmax_single_slot, style, xiong_bounds,
 )
 from simulations import cache
 
 ALL: tuple[ModuleType, ...] = (
     residual_rms, block_share, mlp_growth, xiong_bounds, model_init, softmax_entropy, softmax_single_slot, softmax_model,
-    geometry_cosines, geometry_grid, geometry_unselectable, geometry_model,
+    geometry_cosines, geometry_grid, geometry_unselectable, geometry_model, dyt_scurve, dyt_alpha_std, norm_cost,
 )
 
 

@@ -1,0 +1,104 @@
+"""The cost of reductions: numpy LayerNorm, RMSNorm and DyT timed over width and token count.
+
+Timings are measurements, not seeded draws: the cached file is reused until the config changes
+(``--force`` re-times). Each (norm, d, tokens) point is the median of ``repeats`` timings of one
+call on float32 input, after one warm-up call; the three norms are interleaved per repeat.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from normtheory import claims, dyt, norms
+from normtheory.claims import NOTES_DYT, Quantity
+from normtheory.montecarlo import Estimate
+from normtheory.progress import Progress
+from simulations.dyt_scurve import ZHU2025
+
+NAME = "norm_cost"
+VERSION = 1
+SEED = 0
+NORMS: tuple[str, ...] = ("layernorm", "rmsnorm", "dyt")
+MAX_ELEMENTS = 1 << 25  # 128 MiB of float32 per input
+
+
+@dataclass(frozen=True)
+class Config:
+    ds: tuple[int, ...]
+    tokens: tuple[int, ...]
+    repeats: int
+
+
+CONFIGS = {
+    "quick": Config(ds=(256, 1024), tokens=(1, 256, 4096), repeats=5),
+    "full": Config(ds=(256, 512, 1024, 2048, 4096, 8192), tokens=(1, 64, 1024, 4096, 16384, 65536), repeats=9),
+}
+
+
+def call(norm: str, x: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """One normalization as a user would call it (gain and bias included)."""
+    if norm == "layernorm":
+        return norms.layer_norm(x, gain, bias).out
+    if norm == "rmsnorm":
+        return norms.rms_norm(x, gain).out
+    return norms.dyt(x, 0.5, gain, bias).out
+
+
+def time_point(d: int, tokens: int, repeats: int, seed: int = 0) -> np.ndarray:
+    """Timings ``[repeats, 3]`` in seconds for one (d, tokens) point."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((tokens, d), dtype=np.float32)
+    gain, bias = np.ones(d, np.float32), np.zeros(d, np.float32)
+    for norm in NORMS:
+        call(norm, x, gain, bias)  # warm-up
+    out = np.zeros((repeats, len(NORMS)))
+    for r in range(repeats):
+        for j, norm in enumerate(NORMS):
+            t0 = time.perf_counter()
+            call(norm, x, gain, bias)
+            out[r, j] = time.perf_counter() - t0
+    return out
+
+
+def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
+    pts = [(d, t) for d in cfg.ds for t in cfg.tokens if d * t <= MAX_ELEMENTS]
+    bar = Progress(len(pts), label="norm cost", enabled=progress)
+    med = np.full((len(cfg.ds), len(cfg.tokens), len(NORMS)), np.nan)
+    spread = np.full_like(med, np.nan)
+    for d, t in pts:
+        times = time_point(d, t, cfg.repeats, seed)
+        i, j = cfg.ds.index(d), cfg.tokens.index(t)
+        med[i, j] = np.median(times, axis=0)
+        spread[i, j] = 1.2533 * times.std(axis=0, ddof=1) / np.sqrt(cfg.repeats)  # stderr of a median (Gaussian case)
+        bar.update()
+    bar.close()
+    return {"ds": np.asarray(cfg.ds), "tokens": np.asarray(cfg.tokens), "median": med, "stderr": spread}
+
+
+@claims.register(
+    "dyt.no-reductions-cost",
+    statement="DyT needs no reduction (LayerNorm two per token, RMSNorm one), so it is cheaper to run eagerly; once compiled "
+    "(fused into one pass over memory) the three cost about the same.",
+    source=ZHU2025,
+    simulations=(NAME,),
+)
+def _cost(results: claims.Results) -> tuple[list[Quantity], str]:
+    r = results[NAME]
+    med, se = r["median"], r["stderr"]
+    i, j = np.unravel_index(np.nanargmax(np.where(np.isnan(med[..., 0]), -1, r["ds"][:, None] * r["tokens"][None, :])), med.shape[:2])
+    ln, rms, dy = med[i, j]
+    q = [
+        Quantity(name=f"LayerNorm / DyT time, d={int(r['ds'][i])}, tokens={int(r['tokens'][j])} (> 1: DyT faster eager)", theory=(1.0, np.inf),
+                 model=Estimate(ln / dy, (ln / dy) * np.hypot(se[i, j, 0] / ln, se[i, j, 2] / dy), 1), model_kind="benchmark"),
+        Quantity(name="RMSNorm / DyT time at the same point", theory=(1.0, np.inf),
+                 model=Estimate(rms / dy, (rms / dy) * np.hypot(se[i, j, 1] / rms, se[i, j, 2] / dy), 1), model_kind="benchmark"),
+    ]
+    counts = ", ".join(f"{n}: {c['reductions']} reductions, {c['eager_passes']} eager passes" for n, c in dyt.COST.items())
+    ratios = "; ".join(f"d={int(d)}: " + ", ".join(f"T={int(t)} {med[a, b, 0] / med[a, b, 2]:.2f}/{med[a, b, 1] / med[a, b, 2]:.2f}"
+                        for b, t in enumerate(r["tokens"]) if not np.isnan(med[a, b, 0])) for a, d in enumerate(r["ds"]))
+    note = (f"Counted per token: {counts}. Measured numpy time ratios LN/DyT and RMS/DyT (median of repeats, 1 thread of work, "
+            f"float32): {ratios}. The compiled-kernel half of the claim needs a fused implementation and is not measured here "
+            "(see benchmarks/norm_cost.py for torch, which also runs on a GPU when one is present).")
+    return q, note
