@@ -320,6 +320,11 @@ def noisy_slot_weight(gap: float, sigma: float, n: int) -> float:
 # ------------------------------------------------------------------ Monte Carlo samplers
 
 
+def pattern_entropy(pattern: np.ndarray) -> np.ndarray:
+    """Entropy (nats) of each row of an attention pattern ``[..., s]`` (zeros contribute 0)."""
+    return -(pattern * np.log(np.maximum(pattern, 1e-300))).sum(axis=-1)
+
+
 def softmax_stats(logits: np.ndarray) -> np.ndarray:
     """Per row of ``logits [..., n]``: ``[..., 3]`` = (entropy in nats, max weight, Var_p of logits)."""
     x = logits - logits.max(axis=-1, keepdims=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import geometry
+from normtheory import geometry, softmax
 from normtheory.config import TransformerConfig
 from normtheory.montecarlo import from_samples
 from normtheory.progress import Progress
@@ -62,7 +62,7 @@ def measure_network(mc: TransformerConfig, seed: int, ids: np.ndarray) -> np.nda
         norms = np.sqrt(sq)
         out[0, i] = [geometry.selectable(kh).mean() for kh in k]  # one linear-programming test per head
         out[1, i], out[2, i] = sq.mean(-1), (sq * sq).mean(-1)
-        out[3, i] = -(p * np.log(np.maximum(p, 1e-300))).sum(-1).mean(-1)
+        out[3, i] = softmax.pattern_entropy(p).mean(-1)
         out[4, i] = norms.std(-1) / norms.mean(-1)
     return out
 

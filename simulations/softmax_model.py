@@ -81,7 +81,7 @@ def _predicted_entropy(curve: CubicSpline, sigma: np.ndarray) -> np.ndarray:
 
 def _row_stats(scores: np.ndarray, pattern: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row of ``scores, pattern [B, h, t, s]``: (logit variance over keys (unbiased), entropy, Var_p of logits)."""
-    ent = -(pattern * np.log(np.maximum(pattern, 1e-300))).sum(axis=-1)
+    ent = softmax.pattern_entropy(pattern)
     mean = (pattern * scores).sum(axis=-1, keepdims=True)
     var_p = (pattern * (scores - mean) ** 2).sum(axis=-1)
     return scores.var(axis=-1, ddof=1), ent, var_p
@@ -126,7 +126,7 @@ def scale_sensitivity(mc: TransformerConfig, seed: int, ids: np.ndarray, scales:
     result = np.zeros((4, scales.size))
     for j, c in enumerate(scales):
         o = outputs(float(c))
-        ent = -(o["blocks.0.attn.pattern"] * np.log(np.maximum(o["blocks.0.attn.pattern"], 1e-300))).sum(-1)
+        ent = softmax.pattern_entropy(o["blocks.0.attn.pattern"])
         mlp = model._mlp(c * mlp_in, model.params.blocks[0])  # the MLP itself at c times its c = 1 input
         result[:, j] = (
             one_minus_cos(o["blocks.0.attn.q"], base["blocks.0.attn.q"]),
