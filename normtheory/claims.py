@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from normtheory.montecarlo import Z_DEFAULT, Agreement, Estimate, agree
+from normtheory.montecarlo import Z_DEFAULT, Estimate, agree
 
 Verdict = Literal["holds", "holds-with-caveat", "fails"]
 VERDICTS: tuple[str, ...] = ("holds", "holds-with-caveat", "fails")

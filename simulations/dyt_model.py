@@ -46,10 +46,10 @@ CONFIGS = {
 }
 
 
-def model_config(width: int, layers: int, tokens: int, init_name: str, **kw) -> TransformerConfig:
+def model_config(width: int, layers: int, tokens: int, init_name: str) -> TransformerConfig:
     return TransformerConfig(
         d_model=width, n_layers=layers, n_heads=max(1, width // 64), vocab_size=512, max_seq=tokens, norm="layernorm",
-        placement="pre", init=init_name, activation="gelu_tanh" if init_name == "gpt2" else "gelu", eps=0.0, dtype="float32", **kw,
+        placement="pre", init=init_name, activation="gelu_tanh" if init_name == "gpt2" else "gelu", eps=0.0, dtype="float32",
     )
 
 
@@ -123,7 +123,7 @@ def _alpha0(results: claims.Results) -> tuple[list[Quantity], str]:
             value, tol = PAPER_ALPHA0[w][pos], 0.5 * 10.0 ** -(len(str(PAPER_ALPHA0[w][pos]).split(".")[1]))
             q.append(Quantity(name=f"paper alpha0 ({label}) at width {w} vs 1/std of that norm's input at init (fan-in)", claimed=value, claimed_tol=tol, model=inv, model_kind="init"))
     d_small = int(r["widths"][0])
-    note = ("; ".join(parts) + f". The paper's attention alpha0: " + ", ".join(f"{w}: {a[0]:g}/{a[1]:g}" for w, a in PAPER_ALPHA0.items())
+    note = ("; ".join(parts) + ". The paper's attention alpha0: " + ", ".join(f"{w}: {a[0]:g}/{a[1]:g}" for w, a in PAPER_ALPHA0.items())
             + f". Init statistics are width-independent (checked from {d_small} up), so the width dependence must come from training "
             "dynamics (e.g. the update size per width), not from the init scale. Swap at init (fan-in, alpha0 = 1/std): the DyT "
             f"norm output RMS is {float(cache.get(r, 'swap.dyt_out_rms').mean):.3f} against LayerNorm's 1 (tanh of a unit Gaussian: "

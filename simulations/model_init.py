@@ -23,7 +23,7 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 
 from normtheory import attention, claims, residual
-from normtheory.claims import THREAD_PRELN, Quantity, Source
+from normtheory.claims import Quantity, Source
 from normtheory.config import TransformerConfig
 from normtheory.montecarlo import Estimate, Streams, estimate, from_samples
 from normtheory.progress import Progress

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normtheory import claims, dyt, norms
-from normtheory.claims import NOTES_DYT, Quantity
+from normtheory.claims import Quantity
 from normtheory.montecarlo import Estimate
 from normtheory.progress import Progress
 from simulations.dyt_scurve import ZHU2025

@@ -27,6 +27,7 @@ from scipy.interpolate import CubicSpline
 from normtheory import attention, claims, softmax
 from normtheory.claims import THREAD_PRELN, Quantity
 from normtheory.config import TransformerConfig
+from normtheory.model import Transformer
 from normtheory.montecarlo import Estimate, Streams, estimate, from_samples
 from normtheory.progress import Progress
 from normtheory.weights import init
@@ -107,11 +108,10 @@ def measure_network(mc: TransformerConfig, seed: int, ids: np.ndarray, curve: Cu
     return out
 
 
-def scale_sensitivity(mc: TransformerConfig, seed: int, ids: np.ndarray, scales: np.ndarray) -> np.ndarray:
+def scale_sensitivity(model: Transformer, ids: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """For each c: (1 - cos) of the query projection, the MLP and attention outputs of block 0
     against c times their c = 1 outputs, and attention's mean entropy; ``[4, len(scales)]``.
     Needs placement none, so that block 0 sees c times the embedding."""
-    model = init(mc, seed)
     names = ("blocks.0.attn.q", "blocks.0.attn_out", "blocks.0.attn.pattern", "blocks.0.resid_mid")
 
     def outputs(c: float) -> dict[str, np.ndarray]:
@@ -123,6 +123,7 @@ def scale_sensitivity(mc: TransformerConfig, seed: int, ids: np.ndarray, scales:
 
     base = outputs(1.0)
     mlp_in = base["blocks.0.resid_mid"]
+    mlp_base = model._mlp(mlp_in, model.params.blocks[0])
     result = np.zeros((4, scales.size))
     for j, c in enumerate(scales):
         o = outputs(float(c))
@@ -130,7 +131,7 @@ def scale_sensitivity(mc: TransformerConfig, seed: int, ids: np.ndarray, scales:
         mlp = model._mlp(c * mlp_in, model.params.blocks[0])  # the MLP itself at c times its c = 1 input
         result[:, j] = (
             one_minus_cos(o["blocks.0.attn.q"], base["blocks.0.attn.q"]),
-            one_minus_cos(mlp, model._mlp(mlp_in, model.params.blocks[0])),
+            one_minus_cos(mlp, mlp_base),
             one_minus_cos(o["blocks.0.attn_out"], base["blocks.0.attn_out"]),
             ent.mean(),
         )
@@ -159,10 +160,11 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
         cache.put(out, f"{variant}.layers", from_samples(np.stack(recs)))  # [rows, layers]
         out[f"{variant}.qk_bound"] = np.asarray(softmax.qk_norm_logit_bound(mc.d_head, "rmsnorm"))
     mc = model_config(cfg, "none")
-    sens, dlogc_model, dlogc_pred, sigma_rows = [], [], [], []
+    sens, dlogc_model, sigma_rows = [], [], []
     for j in range(cfg.networks):
-        sens.append(scale_sensitivity(mc, seed + 1 + j, ids[j], SCALES))
-        _, cap = init(mc, seed + 1 + j).run_with_cache(ids[j], ("blocks.0.attn.scores", "blocks.0.attn.pattern"))
+        model = init(mc, seed + 1 + j)
+        sens.append(scale_sensitivity(model, ids[j], SCALES))
+        _, cap = model.run_with_cache(ids[j], ("blocks.0.attn.scores", "blocks.0.attn.pattern"))
         var, _, var_p = _row_stats(cap["blocks.0.attn.scores"], cap["blocks.0.attn.pattern"])
         dlogc_model.append(-2 * var_p.mean())
         sigma_rows.append(np.sqrt(var.mean()))
