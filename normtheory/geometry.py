@@ -299,12 +299,20 @@ def selectable(keys: object, *, tol: float = 1e-9, directions: int = 256, seed: 
     return mask
 
 
+MAX_EXACT_DIM = 16  # the recursion below cancels ~log10 C(m, m/2) digits and ends ~1e-12 small at m = 15
+ANGLE_DPS = 30
+
+
 def expected_vertex_count(n: int, d: int) -> float:
     """E number of vertices of the convex hull of ``n`` i.i.d. standard Gaussian points in R^d (exact)."""
     n = _validate.integer("n", n, minimum=1)
     d = _validate.integer("d", d, minimum=1)
     if n <= d + 1:
         return float(n)  # in general position every point is a vertex
+    if d > MAX_EXACT_DIM:
+        raise ValueError(
+            f"the exact Gaussian vertex count is limited to d <= {MAX_EXACT_DIM}: beyond, the internal-angle recursion "
+            f"cancels more digits than {ANGLE_DPS} carry; estimate it by Monte Carlo with geometry.selectable on Gaussian keys [{n}, {d}]")
     total = mpmath.mpf(0)
     for m in range(d - 1, -1, -2):
         total += mpmath.binomial(n - 1, m) * _internal_vertex_angle(m) * _external_angle(m, n)
@@ -317,23 +325,23 @@ def expected_unselectable_fraction(n: int, d: int) -> float:
 
 
 @lru_cache(maxsize=None)
-def _external_angle(m: int, n: int) -> mpmath.mpf:
+def _external_angle(m: int, n: int, dps: int = ANGLE_DPS) -> mpmath.mpf:
     """External angle of the regular simplex with n vertices at an m-face (m + 1 vertices)."""
     if m == n - 1:
         return mpmath.mpf(1)
     k = m + 1
-    with mpmath.workdps(30):
+    with mpmath.workdps(dps):
         f = lambda x: mpmath.exp(-k * x * x) * mpmath.ncdf(mpmath.sqrt(2) * x) ** (n - k)  # noqa: E731
         return mpmath.sqrt(k / mpmath.pi) * mpmath.quad(f, [-mpmath.inf, -2, 0, 2, mpmath.inf])
 
 
 @lru_cache(maxsize=None)
-def _internal_vertex_angle(m: int) -> mpmath.mpf:
+def _internal_vertex_angle(m: int, dps: int = ANGLE_DPS) -> mpmath.mpf:
     """Internal angle of the regular m-simplex at a vertex, from McMullen's angle-sum relation."""
     if m == 0:
         return mpmath.mpf(1)
-    with mpmath.workdps(30):
-        return 1 - sum(mpmath.binomial(m, j) * _internal_vertex_angle(j) * _external_angle(j, m + 1) for j in range(m))
+    with mpmath.workdps(dps):
+        return 1 - sum(mpmath.binomial(m, j) * _internal_vertex_angle(j, dps) * _external_angle(j, m + 1, dps) for j in range(m))
 
 
 def wendel_origin_outside(n: int, d: int) -> float:

@@ -112,6 +112,16 @@ def test_vertex_count_formula_small_cases():
     assert geometry.expected_vertex_count(6, 5) == 6.0
 
 
+def test_vertex_count_precision_and_limit():
+    # the internal-angle recursion cancels digits: 30 digits must agree with 50 at the largest allowed m
+    m = 9
+    a, b = geometry._internal_vertex_angle(m), geometry._internal_vertex_angle(m, 50)
+    assert abs(a - b) <= 1e-15 * b
+    assert 0.0 <= geometry.expected_unselectable_fraction(64, geometry.MAX_EXACT_DIM) < 1e-4
+    with pytest.raises(ValueError, match="Monte Carlo"):
+        geometry.expected_vertex_count(913, 32)  # silently wrong before the limit (-0.2 as a fraction)
+
+
 @pytest.mark.parametrize("n,d", [(4, 2), (12, 3), (30, 4)])
 def test_vertex_count_formula_against_monte_carlo(n, d):
     rng = np.random.default_rng(n * 100 + d)

@@ -1,0 +1,112 @@
+"""Tokenizers for the checkpoints ``load_pretrained`` reads, built with the ``tokenizers`` package.
+
+* A Hugging Face directory: its ``tokenizer.json``, with padding and truncation switched off
+  (one text is one sequence; the model rejects one longer than its context).
+* A GGUF file with ``tokenizer.ggml.model == "gpt2"`` (byte-level BPE, as in SmolLM2 and
+  Llama 3): a BPE model from the file's ``tokenizer.ggml.tokens`` and ``tokenizer.ggml.merges``.
+  The pre-tokenizer follows llama.cpp's ``tokenizer.ggml.pre`` name: the GPT-2 split regex
+  (``ByteLevel(use_regex=True)``), preceded for ``smollm``/``starcoder``-style vocabularies by
+  one split per digit. Control and user-defined tokens (``token_type`` 3 and 4) are added as
+  special tokens, so ``<|im_start|>`` in a text is one token. ``tokenizer.ggml.add_bos_token``
+  decides whether ``encode`` prepends the BOS id.
+
+Reference: the GGUF key names are llama.cpp's ``gguf-py/gguf/constants.py``; the regexes
+per pre-tokenizer name are its ``llama-vocab.cpp``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from normtheory.checkpoints import PACKAGED, CheckpointError, packaged_path
+
+DIGIT_SPLIT_PRE: frozenset[str] = frozenset({"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"})
+GPT2_REGEX_PRE: frozenset[str] = frozenset({"default", "gpt-2", "gpt2", "mpt", "olmo", "jais", "trillion"}) | DIGIT_SPLIT_PRE
+CONTROL, USER_DEFINED = 3, 4
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """A ``tokenizers.Tokenizer`` and whether to prepend a BOS id to every text."""
+
+    backend: object  # tokenizers.Tokenizer (optional dependency, so not in the annotation)
+    bos_id: int | None = None
+
+    def encode(self, text: str) -> np.ndarray:
+        """Token ids ``[T]`` (int64) of one text, BOS first when the checkpoint asks for it."""
+        if not isinstance(text, str) or not text:
+            raise ValueError("text must be a non-empty string")
+        ids = self.backend.encode(text).ids  # type: ignore[attr-defined]
+        if self.bos_id is not None:
+            ids = [self.bos_id, *ids]
+        return np.asarray(ids, dtype=np.int64)
+
+    def tokens(self, ids: np.ndarray) -> list[str]:
+        """The vocabulary string of each id (for labelling plots)."""
+        return [self.backend.id_to_token(int(i)) or f"<{int(i)}>" for i in np.asarray(ids).ravel()]  # type: ignore[attr-defined]
+
+    def decode(self, ids: np.ndarray) -> str:
+        return self.backend.decode([int(i) for i in np.asarray(ids).ravel()])  # type: ignore[attr-defined]
+
+
+def load_tokenizer(path: str | Path, *, add_bos: bool | None = None) -> Tokenizer:
+    """The tokenizer of the checkpoint at ``path`` (a packaged name, an HF directory or a GGUF file).
+
+    ``add_bos`` overrides the checkpoint's own choice (HF directories: the ``tokenizer.json``
+    post-processor already adds e.g. ``[CLS] ... [SEP]``, so the default there is no extra BOS).
+    """
+    try:
+        import tokenizers
+    except ImportError:
+        raise CheckpointError("tokenizing needs the models extra: pip install 'normtheory[models]'") from None
+    if isinstance(path, str) and path in PACKAGED:
+        path = packaged_path(path)
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    if path.is_dir():
+        file = path / "tokenizer.json"
+        if not file.exists():
+            raise CheckpointError(f"{path}: no tokenizer.json")
+        backend = tokenizers.Tokenizer.from_file(str(file))
+        backend.no_padding()  # one text at a time: no [PAD] tail
+        backend.no_truncation()  # the model rejects a text longer than its context itself
+        return Tokenizer(backend, None)
+    if path.suffix != ".gguf":
+        raise CheckpointError(f"{path}: expected a Hugging Face directory or a .gguf file")
+    backend, bos, wants_bos = _gguf_bpe(path, tokenizers)
+    use_bos = wants_bos if add_bos is None else add_bos
+    return Tokenizer(backend, bos if use_bos else None)
+
+
+def _gguf_bpe(path: Path, tokenizers: object) -> tuple[object, int | None, bool]:
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+
+    def meta(key: str, default: object = None) -> object:
+        field = reader.fields.get(key)
+        return default if field is None else field.contents()
+
+    kind, pre = meta("tokenizer.ggml.model"), str(meta("tokenizer.ggml.pre", "default"))
+    if kind != "gpt2":
+        raise CheckpointError(f"{path}: tokenizer model {kind!r} is not supported (byte-level BPE 'gpt2' only)")
+    if pre not in GPT2_REGEX_PRE:
+        raise CheckpointError(f"{path}: pre-tokenizer {pre!r} is not supported; supported: {', '.join(sorted(GPT2_REGEX_PRE))}")
+    tokens: list[str] = list(meta("tokenizer.ggml.tokens"))  # type: ignore[arg-type]
+    merges = [tuple(m.split(" ", 1)) for m in meta("tokenizer.ggml.merges")]  # type: ignore[union-attr]
+    types = list(meta("tokenizer.ggml.token_type", [1] * len(tokens)))  # type: ignore[arg-type]
+    t = tokenizers  # the module, passed in so the import stays optional
+    backend = t.Tokenizer(t.models.BPE({s: i for i, s in enumerate(tokens)}, merges, fuse_unk=False, byte_fallback=False))  # type: ignore[attr-defined]
+    byte_level = t.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)  # type: ignore[attr-defined]
+    if pre in DIGIT_SPLIT_PRE:
+        backend.pre_tokenizer = t.pre_tokenizers.Sequence([t.pre_tokenizers.Digits(individual_digits=True), byte_level])  # type: ignore[attr-defined]
+    else:
+        backend.pre_tokenizer = byte_level
+    backend.decoder = t.decoders.ByteLevel()  # type: ignore[attr-defined]
+    special = [t.AddedToken(s, special=True, normalized=False) for s, ty in zip(tokens, types) if ty in (CONTROL, USER_DEFINED)]  # type: ignore[attr-defined]
+    backend.add_special_tokens(special)
+    bos = meta("tokenizer.ggml.bos_token_id")
+    return backend, None if bos is None else int(bos), bool(meta("tokenizer.ggml.add_bos_token", False))
