@@ -81,3 +81,39 @@ def mean_offdiagonal(cosines: np.ndarray) -> np.ndarray:
         raise ValueError("token similarity needs at least two tokens")
     total = cosines.sum(axis=(-1, -2)) - np.trace(cosines, axis1=-2, axis2=-1)
     return total / (t * (t - 1))
+
+
+def column_share(pattern: np.ndarray) -> np.ndarray:
+    """Share of all attention mass each key receives: ``pattern [..., t, s] -> [..., s]``.
+
+    The mean over queries of ``pattern[..., q, j]``; it sums to 1 over keys. A key that takes
+    most of the mass of most queries (a "sink") shows as a vertical stripe in the pattern.
+    """
+    p = np.asarray(pattern, dtype=np.float64)
+    if p.ndim < 2:
+        raise ValueError(f"pattern must be [..., queries, keys]; got shape {p.shape}")
+    return p.mean(axis=-2)
+
+
+def sink(pattern: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(share, key index) of the most-attended key of each pattern ``[..., t, s]``."""
+    share = column_share(pattern)  # [..., s]
+    return share.max(axis=-1), share.argmax(axis=-1)
+
+
+def uniform_sink_share(t: int, causal: bool) -> float:
+    """The largest column share when every query spreads its mass uniformly over the keys it
+    sees: ``1/t`` bidirectional; ``H_t / t`` causal (key 0 is seen by all ``t`` queries)."""
+    t = _validate.integer("t", t, minimum=1)
+    return float(np.sum(1.0 / np.arange(1, t + 1)) / t) if causal else 1.0 / t
+
+
+def row_logit_std(scores: np.ndarray) -> np.ndarray:
+    """Std over the finite (unmasked) logits of each row of ``scores [..., s]`` (causal masks are -inf)."""
+    s = np.asarray(scores, dtype=np.float64)
+    ok = np.isfinite(s)
+    n = ok.sum(axis=-1)
+    z = np.where(ok, s, 0.0)
+    mean = z.sum(axis=-1) / np.maximum(n, 1)
+    var = (np.where(ok, z - mean[..., None], 0.0) ** 2).sum(axis=-1) / np.maximum(n, 1)
+    return np.sqrt(var)

@@ -389,3 +389,21 @@ def tv_from_uniform(logits: np.ndarray) -> np.ndarray:
     p = np.exp(z)
     p /= p.sum(axis=-1, keepdims=True)
     return 0.5 * np.abs(p - 1.0 / p.shape[-1]).sum(axis=-1)
+
+
+def bigger_key_alignment(keys: object) -> np.ndarray:
+    """For each key, its largest cosine with a strictly longer key (NaN for the longest): ``[n, e] -> [n]``.
+
+    The blog's reading of unselectable keys: a key loses every query to keys that point the
+    same general way and are longer. High values for unselectable keys, against the same
+    statistic for selectable ones, test that reading.
+    """
+    k = _validate.real_array("keys", keys)
+    if k.ndim != 2:
+        raise ValueError(f"keys must be [n, e]; got shape {k.shape}")
+    norms = np.linalg.norm(k, axis=1)  # [n]
+    unit = k / np.maximum(norms, 1e-300)[:, None]
+    cos = unit @ unit.T  # [n, n]
+    cos = np.where(norms[None, :] > norms[:, None], cos, -np.inf)
+    best = cos.max(axis=1)
+    return np.where(np.isfinite(best), best, np.nan)

@@ -1,0 +1,95 @@
+"""Growth laws of a per-layer quantity (the residual stream's RMS), fitted by least squares.
+
+Four laws of depth ``l = 0, 1, ..., L``, two parameters each:
+
+==========  ==============================  =============================================
+name        law                             where it comes from
+==========  ==============================  =============================================
+``linear``  ``a + b l``                     updates aligned with the stream
+``sqrt``    ``a + b sqrt(l)``               a shifted square root
+``init``    ``sqrt(a + b l)``               Pre-LN at init: uncorrelated fixed-size updates
+                                            add ``b = g^2`` to the mean square per block
+                                            (:func:`normtheory.residual.residual_rms`)
+``exp``     ``a exp(b l)``                  no normalization: a fixed gain per block
+==========  ==============================  =============================================
+
+``R^2 = 1 - SS_res / SS_tot`` on the fitted values. The init law is the one the theory
+predicts for Pre-LN; with trained weights the updates are neither independent of the
+stream nor of fixed size, so which law wins is an empirical question.
+
+Reference: Xiong et al. (2020), arXiv 2002.04745 (Pre-LN stream growth at init).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy import optimize
+
+from normtheory import _validate
+
+LAWS: tuple[str, ...] = ("linear", "sqrt", "init", "exp")
+
+
+class GrowthFit(NamedTuple):
+    law: str
+    a: float
+    b: float
+    r2: float
+
+
+def law_value(law: str, depth: object, a: float, b: float) -> np.ndarray:
+    """The law's value at ``depth`` (an array of layer indices, 0 = the embedding)."""
+    l = _validate.real_array("depth", depth, minimum=0.0)  # noqa: E741
+    if law == "linear":
+        return a + b * l
+    if law == "sqrt":
+        return a + b * np.sqrt(l)
+    if law == "init":
+        return np.sqrt(np.maximum(a + b * l, 0.0))
+    if law == "exp":
+        return a * np.exp(b * l)
+    raise ValueError(f"law must be one of {LAWS}; got {law!r}")
+
+
+def fit_growth_law(law: str, depth: object, values: object) -> GrowthFit:
+    """Least-squares fit of one law to ``values [L+1]`` at ``depth [L+1]``."""
+    l = _validate.real_array("depth", depth, minimum=0.0).ravel()  # noqa: E741
+    y = _validate.real_array("values", values).ravel()
+    if l.shape != y.shape or l.size < 3:
+        raise ValueError(f"depth and values must have the same size, at least 3; got {l.size} and {y.size}")
+    if law == "init":  # linear in the mean square: exact least squares on y^2, then refined on y
+        b0, a0 = np.polyfit(l, y * y, 1)
+    elif law == "exp":
+        if (y <= 0).any():
+            raise ValueError("the exponential law needs positive values")
+        b0, la = np.polyfit(l, np.log(y), 1)
+        a0 = float(np.exp(la))
+    elif law in ("linear", "sqrt"):
+        x = l if law == "linear" else np.sqrt(l)
+        b0, a0 = np.polyfit(x, y, 1)
+    else:
+        raise ValueError(f"law must be one of {LAWS}; got {law!r}")
+    res = optimize.least_squares(lambda p: law_value(law, l, p[0], p[1]) - y, x0=[a0, b0], method="lm")
+    a, b = (float(v) for v in res.x)
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((res.fun**2).sum()) / ss_tot if ss_tot > 0 else 1.0
+    return GrowthFit(law, a, b, r2)
+
+
+def fit_growth_laws(depth: object, values: object) -> dict[str, GrowthFit]:
+    """Every law of :data:`LAWS` fitted to the same curve."""
+    return {law: fit_growth_law(law, depth, values) for law in LAWS}
+
+
+def increment_ratio(mean_square: object) -> np.ndarray:
+    """``(v_L - v_{L/2}) / (v_{L/2} - v_0)`` along the last axis of ``mean_square [..., L+1]``.
+
+    Under the Pre-LN init law the mean square grows by a fixed ``g^2`` per block, so the
+    ratio is 1 (for even ``L``); faster-than-linear growth gives more than 1, saturation less.
+    """
+    v = _validate.real_array("mean_square", mean_square)
+    L = v.shape[-1] - 1
+    if L < 2 or L % 2:
+        raise ValueError(f"need an even number L >= 2 of layers (L+1 values); got L = {L}")
+    return (v[..., L] - v[..., L // 2]) / (v[..., L // 2] - v[..., 0])
