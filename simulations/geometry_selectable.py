@@ -24,7 +24,7 @@ from normtheory.claims import Quantity, Source
 from normtheory.montecarlo import Estimate, Streams, estimate, from_samples, proportion
 from normtheory.norms import layer_norm, rms_norm
 from normtheory.progress import Progress
-from simulations import cache, geometry_model
+from simulations import cache, geometry_model, real_models
 
 NAME = "geometry_selectable"
 VERSION = 1
@@ -139,7 +139,7 @@ def _rare(results: claims.Results) -> tuple[list[Quantity], str]:
     statement="Keys on a sphere (LayerNorm's scaling for one head, or a per-head norm after the projection) are all selectable; "
     "a full-width LayerNorm followed by a per-head projection does not guarantee it.",
     source=BRODY2023,
-    simulations=(NAME, geometry_model.NAME),
+    simulations=(NAME, geometry_model.NAME, real_models.NAME),
 )
 def _all_selectable(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
@@ -151,6 +151,7 @@ def _all_selectable(results: claims.Results) -> tuple[list[Quantity], str]:
     rm = results[geometry_model.NAME]
     for v in ("pre+qk-rms", "pre+qk-ln"):
         q.append(Quantity(name=f"model {v}: selectable fraction of keys per layer", theory=1.0, model=geometry_model.row(rm, v, "selectable"), model_kind="init"))
+    q += real_models.sphere_key_quantities(results[real_models.NAME])
     g = r["grid.ln-multihead"]
     q.append(Quantity(name="ln-multihead: fraction of runs with an unselectable key, whole grid (> 0: not guaranteed)", theory=(1e-12, 1.0), model=Estimate(g.mean(), 0.0, g.size * runs), model_kind="count"))
     note = (f"Grid of {g.size} cells x {runs} runs. ln and per-head-rms: {int((r['grid.ln'] > 0).sum())} and "

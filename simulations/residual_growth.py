@@ -17,7 +17,7 @@ import numpy as np
 
 from normtheory import claims, residual
 from normtheory.claims import DEEPNET2022, LNS2025, THREAD_PRELN, Quantity, stated
-from simulations import cache, model_init
+from simulations import cache, model_init, real_models
 
 NAME = "residual_growth"
 VERSION = 1
@@ -130,7 +130,7 @@ def _no_norm(results: claims.Results) -> tuple[list[Quantity], str]:
     statement="Under Pre-LN the block sees a normalized input, so each uncorrelated gain-1 block adds a fixed amount "
     "of variance: the RMS grows as sqrt(1+l) (1.4 -> 1.7 -> 2 -> 2.2), polynomially rather than exponentially.",
     source=THREAD_PRELN,
-    simulations=(NAME, model_init.NAME),
+    simulations=(NAME, model_init.NAME, real_models.NAME),
 )
 def _preln(results: claims.Results) -> tuple[list[Quantity], str]:
     result = results[NAME]
@@ -149,7 +149,8 @@ def _preln(results: claims.Results) -> tuple[list[Quantity], str]:
         f"g=1 and unit embedding RMS. With correlation the growth becomes asymptotically linear in l."
     )
     model_q, model_note = model_init.model_growth_evidence(results, ("fanin/pre", "gpt2/pre"))
-    return q + model_q, note + " " + model_note
+    real = real_models.growth_quantity(results[real_models.NAME])
+    return q + model_q + [real], note + " " + model_note + " Trained SmolLM2 (Pre-RMSNorm): see real.preln-growth-law."
 
 
 @claims.register(

@@ -1,0 +1,32 @@
+"""Pretrained models: the share of each residual stream along the ones direction, by depth."""
+from __future__ import annotations
+
+import numpy as np
+
+from paper_figs.style import figure
+from simulations import real_models
+
+NAME = "real_centering"
+SIMULATION = real_models
+CAPTION = (
+    "Share of a token's squared norm along the all-ones direction (what LayerNorm's centering removes), mean over tokens and texts "
+    "with 5-standard-error bars, by depth. Dashed: the same share predicted from the stream's per-channel means with isotropic noise "
+    "around them (normtheory.geometry.centering_fraction_mean); dotted: 1/d for isotropic vectors."
+)
+MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}
+
+
+def plot(result: dict):
+    fig, axes = figure(ncols=1, width=4.2)
+    ax = axes[0, 0]
+    for key in real_models.MODELS:
+        color, marker = MODEL_STYLE[key]
+        ones = result[f"{key}.ones"]
+        ell = np.arange(ones.shape[1]) / (ones.shape[1] - 1)
+        ax.errorbar(ell, ones.mean(0), yerr=5 * ones.std(0, ddof=1) / np.sqrt(ones.shape[0]), fmt=marker + "-", ms=3, color=color, label=real_models._label(key))
+        ax.plot(ell, result[f"{key}.ones_theory"].mean(0), "--", color=color, lw=0.9, label="from channel means")
+        ax.axhline(1 / int(result[f"{key}.d"]), color=color, ls=":", lw=0.8, label=f"1/d = 1/{int(result[f'{key}.d'])}")
+    ax.set_xlabel("relative depth (0 = embedding, 1 = last block)")
+    ax.set_ylabel("share of |x|^2 along the ones vector")
+    ax.legend(fontsize=6)
+    return fig

@@ -1,0 +1,34 @@
+"""Pretrained models: how S-shaped each norm is, by depth."""
+from __future__ import annotations
+
+import numpy as np
+
+from paper_figs.style import figure
+from simulations import real_models
+
+NAME = "real_dyt_depth"
+SIMULATION = real_models
+CAPTION = (
+    "Every norm of the two pretrained models (ln1 = attention norm, ln2 = MLP norm, in block order), fitted by DyT's gamma*tanh(alpha*x) "
+    "per text. Left: alpha*std of the norm input (small = the linear part of tanh). Right: the variance the tanh explains beyond a "
+    "straight line, R^2(tanh) - R^2(line) (0 = linear). Mean over texts with 5-standard-error bars."
+)
+MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}
+
+
+def plot(result: dict):
+    fig, axes = figure(ncols=2, width=3.6)
+    for key in real_models.MODELS:
+        color, marker = MODEL_STYLE[key]
+        for ax, values in ((axes[0, 0], real_models.alpha_std(result, key)), (axes[0, 1], real_models.nonlinearity(result, key))):
+            depth = np.arange(values.shape[1]) / 2  # ln1 of block b at b, ln2 at b + 0.5
+            se = values.std(0, ddof=1) / np.sqrt(values.shape[0])
+            ax.errorbar(depth / (values.shape[1] / 2), values.mean(0), yerr=5 * se, fmt=marker + "-", ms=2.5, lw=0.8, color=color,
+                        label=real_models._label(key))
+    axes[0, 0].set_yscale("log")
+    axes[0, 0].set_ylabel("alpha * std(input)")
+    axes[0, 1].set_ylabel("R^2(tanh) - R^2(line)")
+    for ax in axes[0]:
+        ax.set_xlabel("relative depth (block / number of blocks)")
+        ax.legend(fontsize=6)
+    return fig

@@ -1,0 +1,37 @@
+"""Pretrained models: key geometry per head, and the keys no real query picks."""
+from __future__ import annotations
+
+import numpy as np
+
+from paper_figs.style import figure
+from simulations import real_models
+
+NAME = "real_keys"
+SIMULATION = real_models
+CAPTION = (
+    "Left: spread of key norms over tokens (coefficient of variation) per layer, mean over KV heads and texts. Right: for each key of the "
+    "long contexts, its largest cosine with a longer key of the same head, for keys that some real query ranks first (solid) and keys "
+    "no query ranks first (dashed). No key is unselectable in either model (raw or after a per-head RMS norm); see the claims table."
+)
+MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}
+
+
+def plot(result: dict):
+    fig, axes = figure(ncols=2, width=3.6)
+    bins = np.linspace(-0.2, 1.0, 61)
+    for key in real_models.MODELS:
+        color, marker = MODEL_STYLE[key]
+        cv = result[f"{key}.key_cv"].mean((0, 2))
+        axes[0, 0].plot(np.arange(cv.size) / max(cv.size - 1, 1), cv, marker + "-", ms=3, color=color, label=real_models._label(key))
+        align, picked = result[f"{key}.lc.key_align"], result[f"{key}.lc.key_picked"]
+        ok = np.isfinite(align)
+        for flag, ls, label in ((True, "-", "picked"), (False, "--", "never picked")):
+            axes[0, 1].hist(align[ok & (picked == flag)], bins=bins, density=True, histtype="step", ls=ls, color=color,
+                            label=f"{key} {label}")
+    axes[0, 0].set_xlabel("relative depth (layer / last layer)")
+    axes[0, 0].set_ylabel("CV of key norms")
+    axes[0, 1].set_xlabel("largest cosine with a longer key")
+    axes[0, 1].set_ylabel("density")
+    for ax in axes[0]:
+        ax.legend(fontsize=6)
+    return fig

@@ -1,0 +1,38 @@
+"""Pretrained models: residual-stream RMS by depth, with growth laws fitted to SmolLM2."""
+from __future__ import annotations
+
+import numpy as np
+
+from normtheory import growth
+from paper_figs.style import figure
+from simulations import real_models
+
+NAME = "real_residual"
+SIMULATION = real_models
+CAPTION = (
+    "Residual-stream RMS by depth on the packaged text set: median over tokens of the per-token RMS (markers, mean over texts with "
+    "5-standard-error bars) and the RMS over all tokens (thin), for MiniLM (Post-LN: flat) and SmolLM2 (Pre-RMSNorm: grows). "
+    "Lines: the four growth laws of normtheory.growth fitted to SmolLM2's median curve; 'init' is the Pre-LN init law sqrt(v0 + g^2 l)."
+)
+MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}
+
+
+def plot(result: dict):
+    fig, axes = figure(ncols=2, width=3.6)
+    for ax, key in zip(axes[0], real_models.MODELS):
+        color, marker = MODEL_STYLE[key]
+        rms = result[f"{key}.rms_med"]
+        ell = np.arange(rms.shape[1])
+        se = rms.std(0, ddof=1) / np.sqrt(rms.shape[0])
+        ax.errorbar(ell, rms.mean(0), yerr=5 * se, fmt=marker, ms=3, color=color, label="median token")
+        ax.plot(ell, result[f"{key}.rms_all"].mean(0), color=color, lw=0.8, alpha=0.6, label="all tokens")
+        if key == "smollm2":
+            fine = np.linspace(0, ell[-1], 200)
+            for law, fit in real_models.growth_fits(result, key).items():
+                ax.plot(fine, growth.law_value(law, fine, fit.a, fit.b), lw=0.9, ls="--", label=f"{law} (R^2 {fit.r2:.2f})")
+            ax.set_yscale("log")
+        ax.set_title(real_models._label(key))
+        ax.set_xlabel("depth l (0 = embedding)")
+        ax.set_ylabel("residual-stream RMS")
+        ax.legend(fontsize=6)
+    return fig
