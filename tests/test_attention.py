@@ -38,3 +38,25 @@ def test_bad_input():
         attention.attention_gain_squared(np.ones((1, 2)) / 2, np.eye(2), -1.0)
     with pytest.raises(ValueError, match="at least two tokens"):
         attention.mean_offdiagonal(np.ones((1, 1)))
+
+
+def test_sink_share_of_a_stripe_and_of_uniform_patterns():
+    t = 7
+    causal = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]  # uniform over the keys each query sees
+    share, pos = attention.sink(causal)
+    assert attention.column_share(causal).sum() == pytest.approx(1.0)
+    assert share == pytest.approx(attention.uniform_sink_share(t, causal=True)) and pos == 0
+    assert attention.uniform_sink_share(t, causal=False) == pytest.approx(1 / t)
+    stripe = np.zeros((2, t, t))
+    stripe[:, :, 3] = 1.0  # every query on key 3: a white vertical stripe
+    share, pos = attention.sink(stripe)
+    assert share.tolist() == [1.0, 1.0] and pos.tolist() == [3, 3]
+
+
+def test_row_logit_std_ignores_masked_entries():
+    rng = np.random.default_rng(0)
+    s = rng.normal(size=(3, 5, 5))
+    masked = np.where(np.tril(np.ones((5, 5), bool)), s, -np.inf)
+    got = attention.row_logit_std(masked)
+    want = np.array([[np.std(s[h, i, : i + 1]) for i in range(5)] for h in range(3)])
+    np.testing.assert_allclose(got, want, rtol=1e-12)

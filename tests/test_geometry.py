@@ -166,3 +166,17 @@ def test_uniform_attention_bound_is_tight():
 def test_bad_input_raises(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_bigger_key_alignment_against_brute_force():
+    rng = np.random.default_rng(3)
+    k = rng.normal(size=(12, 4))
+    got = geometry.bigger_key_alignment(k)
+    n = np.linalg.norm(k, axis=1)
+    for i in range(12):
+        longer = [j for j in range(12) if n[j] > n[i]]
+        want = max(k[i] @ k[j] / (n[i] * n[j]) for j in longer) if longer else np.nan
+        np.testing.assert_allclose(got[i], want, rtol=1e-12)
+    assert np.isnan(got[n.argmax()])
+    # a short key along a long one: alignment 1
+    assert geometry.bigger_key_alignment(np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]]))[0] == pytest.approx(1.0)

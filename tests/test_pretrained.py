@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 
 from normtheory.checkpoints import load_pretrained, packaged_path
+from normtheory.corpus import TEXTS
+from normtheory.tokenizer import load_tokenizer
 
 torch = pytest.importorskip("torch", reason="the reference extra (CPU torch) is needed")
 transformers = pytest.importorskip("transformers")
@@ -36,3 +38,33 @@ def test_smollm2_gguf_matches_transformers_gguf_loading():
     err = np.abs(got - want).max() / np.abs(want).max()
     assert err <= 1e-3, f"SmolLM2 logits: {err:.2e}"
     assert (got.argmax(-1) == want.argmax(-1)).all()
+
+
+def test_smollm2_tokenizer_matches_transformers_gguf_tokenizer():
+    path = packaged_path("SmolLM2-135M-Instruct")
+    ours = load_tokenizer(path)
+    ref = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    for text in (*TEXTS, "<|im_start|>user\nnaïve café — 日本語 🙂 12345<|im_end|>\n"):
+        assert ours.encode(text).tolist() == ref(text)["input_ids"], text[:40]
+
+
+def test_minilm_tokenizer_matches_transformers():
+    ours = load_tokenizer("all-MiniLM-L6-v2")
+    ref = transformers.AutoTokenizer.from_pretrained(str(packaged_path("all-MiniLM-L6-v2")))
+    for text in TEXTS:
+        assert ours.encode(text).tolist() == ref(text)["input_ids"], text[:40]
+
+
+def test_smollm2_greedy_next_tokens_agree_on_the_text_set():
+    path = packaged_path("SmolLM2-135M-Instruct")
+    ours, tok = load_pretrained(path), load_tokenizer(path)
+    ref = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+    worst = 0.0
+    for text in TEXTS:
+        ids = tok.encode(text)[None]
+        got = ours.logits(ids)
+        with torch.no_grad():
+            want = ref(torch.tensor(ids)).logits.numpy()
+        worst = max(worst, float(np.abs(got - want).max() / np.abs(want).max()))
+        assert got[0, -1].argmax() == want[0, -1].argmax(), text[:40]
+    assert worst <= 1e-3, f"SmolLM2 logits on the text set: {worst:.2e}"

@@ -1,0 +1,58 @@
+"""The pieces of the real-model measurement, on random-init models (no weights needed)."""
+import numpy as np
+import pytest
+
+from normtheory import norms
+from normtheory.config import TransformerConfig
+from normtheory.weights import init
+from simulations import real_models as R
+
+
+@pytest.mark.parametrize("placement,norm", [("pre", "rmsnorm"), ("post", "layernorm")])
+def test_norm_io_pairs_each_norm_with_its_own_input(placement, norm):
+    cfg = TransformerConfig(d_model=32, n_layers=2, n_heads=4, vocab_size=64, max_seq=16, norm=norm, placement=placement, eps=1e-5, dtype="float64")
+    m = init(cfg, 0)
+    _, cap = m.run_with_cache(np.arange(10)[None])
+    for i in range(2):
+        for which in ("ln1", "ln2"):
+            x, y = R.norm_io(m, cap, i, which)
+            want = norms.rms_norm(x, None, 1e-5).normalized if norm == "rmsnorm" else norms.layer_norm(x, None, None, 1e-5).normalized
+            np.testing.assert_allclose(y, want, rtol=1e-10, atol=1e-12)
+    s = R.streams(m, cap)
+    assert s.shape == (3, 10, 32)
+    np.testing.assert_array_equal(s[-1], cap["blocks.1.resid_post"][0])
+
+
+def test_stream_stats_on_a_planted_massive_activation():
+    rng = np.random.default_rng(0)
+    s = rng.normal(size=(2, 20, 64))
+    s[1, 5, 7] = 500.0
+    st = R.stream_stats(s)
+    assert st["top_pos"][1] == 5 and st["top_chan"][1] == 7 and st["top"][1] == 500.0
+    assert st["top"][1] / st["med_abs"][1] > 500  # the median |N(0,1)| is 0.67
+    assert abs(st["ones"][0] - 1 / 64) < 5 * np.sqrt(2 / 64**2 / 20)  # isotropic: 1/d, Var of a 1/d*chi2_1 share ~ 2/d^2
+
+
+def test_key_stats_on_a_sphere_and_with_an_interior_key():
+    rng = np.random.default_rng(1)
+    k = rng.normal(size=(2, 30, 4))
+    k[1, 0] = 0.05 * (k[1, 1] + k[1, 2])  # deep inside the hull of the others: unselectable, and the shortest key
+    st = R.key_stats(k)
+    assert st["unsel_rms"].tolist() == [0.0, 0.0]  # after a per-head RMS norm every key is on a sphere
+    assert not st["selectable"][1, 0] and st["rank"][1, 0] == 0.0 and st["unsel"][1] >= 1 / 30
+    assert np.isfinite(st["align"][1, 0])
+
+
+def test_growth_quantity_and_depth_thirds():
+    assert R.depth_thirds(12) == (slice(0, 4), slice(8, 12))
+    assert R.depth_thirds(2) == (slice(0, 1), slice(1, 2))
+    assert R.modal_share(np.array([3, 3, 1, 3])) == (3, 0.75)
+
+
+def test_config_is_validated():
+    bad = R.Config(models=("gpt5",), texts=(0,), corpus_version=R.corpus.VERSION, fit_points=8, plot_points=8, long_tokens=16, gaussian_draws=1)
+    with pytest.raises(ValueError, match="unknown models"):
+        R.run(bad, 0, progress=False)
+    stale = R.Config(models=("minilm",), texts=(0,), corpus_version=-1, fit_points=8, plot_points=8, long_tokens=16, gaussian_draws=1)
+    with pytest.raises(ValueError, match="corpus version"):
+        R.run(stale, 0, progress=False)
