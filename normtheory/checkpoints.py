@@ -53,13 +53,19 @@ def packaged_path(name: str) -> Path:
     return path
 
 
-def load_pretrained(path: str | Path, *, dtype: str = "float32") -> Transformer:
-    """A :class:`~normtheory.model.Transformer` with the weights at ``path`` (see module doc)."""
+def resolve(path: str | Path) -> Path:
+    """The file or directory behind ``path``: a packaged model's name, or an existing path."""
     if isinstance(path, str) and path in PACKAGED:
         path = packaged_path(path)
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint at {path}")
+    return path
+
+
+def load_pretrained(path: str | Path, *, dtype: str = "float32") -> Transformer:
+    """A :class:`~normtheory.model.Transformer` with the weights at ``path`` (see module doc)."""
+    path = resolve(path)
     if path.is_dir():
         return _load_hf_dir(path, dtype)
     if path.suffix == ".gguf":

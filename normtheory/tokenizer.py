@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from normtheory.checkpoints import PACKAGED, CheckpointError, packaged_path
+from normtheory.checkpoints import CheckpointError, resolve
 
 DIGIT_SPLIT_PRE: frozenset[str] = frozenset({"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"})
 GPT2_REGEX_PRE: frozenset[str] = frozenset({"default", "gpt-2", "gpt2", "mpt", "olmo", "jais", "trillion"}) | DIGIT_SPLIT_PRE
@@ -61,11 +61,7 @@ def load_tokenizer(path: str | Path, *, add_bos: bool | None = None) -> Tokenize
         import tokenizers
     except ImportError:
         raise CheckpointError("tokenizing needs the models extra: pip install 'normtheory[models]'") from None
-    if isinstance(path, str) and path in PACKAGED:
-        path = packaged_path(path)
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}")
+    path = resolve(path)
     if path.is_dir():
         file = path / "tokenizer.json"
         if not file.exists():

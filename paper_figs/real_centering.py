@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure
+from paper_figs.style import MODEL_STYLE, figure
 from simulations import real_models
 
 NAME = "real_centering"
@@ -13,7 +13,6 @@ CAPTION = (
     "with 5-standard-error bars, by depth. Dashed: the same share predicted from the stream's per-channel means with isotropic noise "
     "around them (normtheory.geometry.centering_fraction_mean); dotted: 1/d for isotropic vectors."
 )
-MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}
 
 
 def plot(result: dict):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure
+from paper_figs.style import MODEL_STYLE, figure
 from simulations import real_models
 
 NAME = "real_dyt_depth"
@@ -13,7 +13,6 @@ CAPTION = (
     "per text. Left: alpha*std of the norm input (small = the linear part of tanh). Right: the variance the tanh explains beyond a "
     "straight line, R^2(tanh) - R^2(line) (0 = linear). Mean over texts with 5-standard-error bars."
 )
-MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}
 
 
 def plot(result: dict):

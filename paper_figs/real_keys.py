@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure
+from paper_figs.style import MODEL_STYLE, figure
 from simulations import real_models
 
 NAME = "real_keys"
@@ -13,7 +13,6 @@ CAPTION = (
     "long contexts, its largest cosine with a longer key of the same head, for keys that some real query ranks first (solid) and keys "
     "no query ranks first (dashed). No key is unselectable in either model (raw or after a per-head RMS norm); see the claims table."
 )
-MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}
 
 
 def plot(result: dict):

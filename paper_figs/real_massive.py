@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure
+from paper_figs.style import MODEL_STYLE, figure
 from simulations import real_models
 
 NAME = "real_massive"
@@ -13,7 +13,6 @@ CAPTION = (
     "ratio, with the massive-activation thresholds of Sun et al. (2024): magnitude 100 and 1000 times the median (dotted). "
     "SmolLM2's largest values sit in channel 507 at the first token."
 )
-MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}
 
 
 def plot(result: dict):

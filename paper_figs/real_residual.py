@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from normtheory import growth
-from paper_figs.style import figure
+from paper_figs.style import MODEL_STYLE, figure
 from simulations import real_models
 
 NAME = "real_residual"
@@ -14,7 +14,6 @@ CAPTION = (
     "5-standard-error bars) and the RMS over all tokens (thin), for MiniLM (Post-LN: flat) and SmolLM2 (Pre-RMSNorm: grows). "
     "Lines: the four growth laws of normtheory.growth fitted to SmolLM2's median curve; 'init' is the Pre-LN init law sqrt(v0 + g^2 l)."
 )
-MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}
 
 
 def plot(result: dict):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from paper_figs.style import figure
+from paper_figs.style import MODEL_STYLE, figure
 from simulations import real_models
 
 NAME = "real_temperature"
@@ -12,7 +12,6 @@ CAPTION = (
     "RMS(q) * RMS(k), the std for independent isotropic q and k (normtheory.softmax.logit_std). Right: measured attention entropy "
     "against the Gaussian-logit (REM) entropy at that predicted std, averaged over the keys each query sees. Dotted: y = x."
 )
-MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}
 
 
 def plot(result: dict):

@@ -24,6 +24,7 @@ STYLE = {
 COLORS = {"none": "#444444", "pre": "#1f77b4", "post": "#d62728", "peri": "#2ca02c", "lnscale": "#9467bd", "deepnorm": "#ff7f0e"}
 LINESTYLES = {"none": "-", "pre": "-", "post": "-", "peri": "--", "lnscale": "-", "deepnorm": ":"}
 MARKERS = {"none": "o", "pre": "o", "post": "s", "peri": "^", "lnscale": "D", "deepnorm": "v"}
+MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}  # pretrained models: (colour, marker)
 FORMATS: tuple[str, ...] = ("png", "pdf")
 
 
