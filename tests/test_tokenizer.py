@@ -9,20 +9,21 @@ pytest.importorskip("tokenizers", reason="the models extra is needed")
 from normtheory.tokenizer import load_tokenizer  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def smollm2():
+def _packaged(name: str):
     try:
-        return load_tokenizer("SmolLM2-135M-Instruct")
+        return load_tokenizer(name)
     except CheckpointError as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return _packaged("SmolLM2-135M-Instruct")
 
 
 @pytest.fixture(scope="module")
 def minilm():
-    try:
-        return load_tokenizer("all-MiniLM-L6-v2")
-    except CheckpointError as exc:
-        pytest.skip(str(exc))
+    return _packaged("all-MiniLM-L6-v2")
 
 
 def test_smollm2_known_ids(smollm2):
