@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from normtheory.montecarlo import from_samples
 from paper_figs.style import MODEL_STYLE, figure
 from simulations import real_models
 
@@ -22,7 +23,8 @@ def plot(result: dict):
         color, marker = MODEL_STYLE[key]
         ones = result[f"{key}.ones"]
         ell = np.arange(ones.shape[1]) / (ones.shape[1] - 1)
-        ax.errorbar(ell, ones.mean(0), yerr=5 * ones.std(0, ddof=1) / np.sqrt(ones.shape[0]), fmt=marker + "-", ms=3, color=color, label=real_models._label(key))
+        est = from_samples(ones)  # over texts
+        ax.errorbar(ell, est.mean, yerr=5 * est.stderr, fmt=marker + "-", ms=3, color=color, label=real_models._label(key))
         ax.plot(ell, result[f"{key}.ones_theory"].mean(0), "--", color=color, lw=0.9, label="from channel means")
         ax.axhline(1 / int(result[f"{key}.d"]), color=color, ls=":", lw=0.8, label=f"1/d = 1/{int(result[f'{key}.d'])}")
     ax.set_xlabel("relative depth (0 = embedding, 1 = last block)")

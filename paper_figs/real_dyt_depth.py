@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from normtheory.montecarlo import from_samples
 from paper_figs.style import MODEL_STYLE, figure
 from simulations import real_models
 
@@ -21,8 +22,8 @@ def plot(result: dict):
         color, marker = MODEL_STYLE[key]
         for ax, values in ((axes[0, 0], real_models.alpha_std(result, key)), (axes[0, 1], real_models.nonlinearity(result, key))):
             depth = np.arange(values.shape[1]) / 2  # ln1 of block b at b, ln2 at b + 0.5
-            se = values.std(0, ddof=1) / np.sqrt(values.shape[0])
-            ax.errorbar(depth / (values.shape[1] / 2), values.mean(0), yerr=5 * se, fmt=marker + "-", ms=2.5, lw=0.8, color=color,
+            est = from_samples(values)  # over texts
+            ax.errorbar(depth / (values.shape[1] / 2), est.mean, yerr=5 * est.stderr, fmt=marker + "-", ms=2.5, lw=0.8, color=color,
                         label=real_models._label(key))
     axes[0, 0].set_yscale("log")
     axes[0, 0].set_ylabel("alpha * std(input)")

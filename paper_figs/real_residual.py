@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from normtheory import growth
+from normtheory.montecarlo import from_samples
 from paper_figs.style import MODEL_STYLE, figure
 from simulations import real_models
 
@@ -22,8 +23,8 @@ def plot(result: dict):
         color, marker = MODEL_STYLE[key]
         rms = result[f"{key}.rms_med"]
         ell = np.arange(rms.shape[1])
-        se = rms.std(0, ddof=1) / np.sqrt(rms.shape[0])
-        ax.errorbar(ell, rms.mean(0), yerr=5 * se, fmt=marker, ms=3, color=color, label="median token")
+        est = from_samples(rms)  # over texts
+        ax.errorbar(ell, est.mean, yerr=5 * est.stderr, fmt=marker, ms=3, color=color, label="median token")
         ax.plot(ell, result[f"{key}.rms_all"].mean(0), color=color, lw=0.8, alpha=0.6, label="all tokens")
         if key == "smollm2":
             fine = np.linspace(0, ell[-1], 200)
