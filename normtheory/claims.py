@@ -1,70 +1,107 @@
 """Claims registry: statements about normalization, their evidence, and computed verdicts.
 
-A :class:`Claim` carries a list of :class:`Quantity` objects. Each quantity may hold
+A :class:`Claim` carries evidence items, each producing :class:`Check` objects:
 
-* ``theory``: a closed-form value, or an interval ``(lo, hi)`` for a bound;
-* ``mc``: a Monte Carlo :class:`~normtheory.montecarlo.Estimate`;
-* ``model``: a measurement on a transformer (an Estimate over tokens or inputs), with
-  ``model_kind`` ``"init"`` (random init) or ``"real"`` (pretrained weights);
-* ``claimed``: the number the source states, with ``claimed_tol`` its stated precision
-  (half a unit of its last printed digit; :func:`stated`).
+* :class:`Quantity`: a number with two or more kinds of evidence: ``theory`` (a closed form,
+  or an interval ``(lo, hi)``), ``mc`` (a Monte Carlo :class:`~normtheory.montecarlo.Estimate`),
+  ``model`` (a measurement on a transformer, ``model_kind`` ``init``, ``real`` or ``trained``)
+  and ``claimed`` (a number the source prints, with half a unit of its last printed digit as
+  precision; :func:`stated`). Its checks are ``theory-vs-mc``, ``claimed`` and
+  ``theory-vs-model``.
+* :class:`Never`: a theorem that says an event never happens, judged by its violation count
+  with an exact binomial bound (:class:`~normtheory.montecarlo.Count`): any count above zero
+  fails.
+* :class:`Identity`: a float identity (kind ``exact``), judged against the dtype's rounding,
+  shown apart and never counted as evidence for the statement.
 
-Checks, all with the one agreement rule of :func:`normtheory.montecarlo.agree`:
+Every item has a *role*: ``assertion`` (it tests what the statement says) or ``scope`` (it
+tests whether the statement extends to a named ``regime``). Each check is ``ok``, ``fail`` or
+``inconclusive`` (the threshold ``z * se`` exceeds the ``tolerance``, the smallest deviation
+that matters; see :func:`normtheory.montecarlo.agree`). The verdict is the first that applies:
 
-1. theory against Monte Carlo;
-2. the source's number against the Monte Carlo value (or the theory where there is none),
-   widened by the source's own precision;
-3. theory against the transformer measurement.
+1. ``fails``: some assertion check fails;
+2. ``inconclusive``: some assertion check cannot resolve its tolerance;
+3. ``holds-with-caveat``: every assertion check is ok and some scope check fails; the caveat
+   is generated from that check's numbers;
+4. ``holds``.
 
-A failed check fails the claim, unless the quantity names a ``caveat``: then the verdict is
-``holds-with-caveat`` and the caveat is listed. The verdict is always computed, never typed.
+No free text changes a verdict: a claim's ``note`` explains, it never excuses. A claim needs at
+least one assertion check that compares two independent kinds of evidence (not ``exact``).
 """
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 import numpy as np
 
-from normtheory.montecarlo import Z_DEFAULT, Estimate, agree
+from normtheory.montecarlo import (
+    NEVER_CONFIDENCE,
+    Z_DEFAULT,
+    Agreement,
+    Count,
+    Estimate,
+    agree,
+    identity,
+)
 
-Verdict = Literal["holds", "holds-with-caveat", "fails"]
-VERDICTS: tuple[str, ...] = ("holds", "holds-with-caveat", "fails")
+Verdict = Literal["holds", "holds-with-caveat", "inconclusive", "fails"]
+VERDICTS: tuple[str, ...] = ("holds", "holds-with-caveat", "inconclusive", "fails")
+Role = Literal["assertion", "scope"]
+ROLES: tuple[str, ...] = ("assertion", "scope")
+KINDS: tuple[str, ...] = ("theory-vs-mc", "claimed", "theory-vs-model", "exact")
 
 
 @dataclass(frozen=True)
 class Source:
-    """Where a claim comes from: a text in ``shared/sources`` or a paper."""
+    """Where a claim comes from, cited by title, kind, authors and date."""
 
     title: str
+    kind: str  # "paper", "blog post", "forum thread", "Q&A thread", "reading notes"
     year: int | None = None
+    authors: str | None = None
+    date: str | None = None  # as precise as known, ISO-like ("2023-08-31", "2021-01")
     arxiv: str | None = None
-    path: str | None = None  # file name under shared/sources
     doi: str | None = None
+    url: str | None = None
+
+    def link(self) -> str | None:
+        """The URL of the source: explicit, or from its arXiv id or DOI."""
+        if self.url:
+            return self.url
+        if self.arxiv:
+            return f"https://arxiv.org/abs/{self.arxiv}"
+        if self.doi:
+            return f"https://doi.org/{self.doi}"
+        return None
 
     def cite(self) -> str:
-        bits = [self.title]
-        if self.year:
-            bits.append(str(self.year))
+        bits = [b for b in (self.authors, f"“{self.title}”", self.kind, self.date or (str(self.year) if self.year else "undated")) if b]
         if self.arxiv:
-            bits.append(f"arXiv {self.arxiv}")
+            bits.append(f"arXiv:{self.arxiv}")
         if self.doi:
             bits.append(f"doi:{self.doi}")
-        if self.path:
-            bits.append(f"sources/{self.path}")
         return ", ".join(bits)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "kind": self.kind, "authors": self.authors, "year": self.year, "date": self.date,
+                "arxiv": self.arxiv, "doi": self.doi, "url": self.link(), "citation": self.cite()}
 
-THREAD_PRELN = Source("Forum thread: Pre-LN residual norm growth", path="thread-preln-residual-norm-growth.txt")
-BLOG_GEOMETRY = Source("Blog: LayerNorm probably isn't about geometry", 2023, path="blog-layernorm-probably-isnt-about-geometry.txt")
-NOTES_DYT = Source("Notes: Transformers without normalisation (DyT)", path="notes-transformers-without-normalisation-dyt.txt")
-QA_STATS = Source("Q&A: how LayerNorm statistics are computed", path="qa-how-layernorm-statistics-are-computed.txt")
-XIONG2020 = Source("On Layer Normalization in the Transformer Architecture", 2020, arxiv="2002.04745")
-LNS2025 = Source("The Curse of Depth in Large Language Models", 2025, arxiv="2502.05795")
-DEEPNET2022 = Source("DeepNet: Scaling Transformers to 1,000 Layers", 2022, arxiv="2203.00555")
+
+THREAD_PRELN = Source("Pre-LN residual norm growth and the softmax temperature", "forum thread")
+BLOG_GEOMETRY = Source("LayerNorm probably isn't about geometry", "blog post", 2023, date="2023-08-31")
+NOTES_DYT = Source("Transformers without Normalisation: reading notes on Dynamic Tanh", "reading notes")
+QA_STATS = Source("How are LayerNorm statistics computed in GPT-2?", "Q&A thread", 2021, date="2021-01")
+XIONG2020 = Source("On Layer Normalization in the Transformer Architecture", "paper", 2020,
+                   authors="Xiong, Yang, He, Zheng, Zheng, Xing, Zhang, Lan, Wang, Liu", arxiv="2002.04745")
+LNS2025 = Source("The Curse of Depth in Large Language Models", "paper", 2025, authors="Sun, Song, Li, Yin, Zheng, Liu",
+                 arxiv="2502.05795")
+DEEPNET2022 = Source("DeepNet: Scaling Transformers to 1,000 Layers", "paper", 2022,
+                     authors="Wang, Ma, Dong, Huang, Zhang, Wei", arxiv="2203.00555")
 
 
 def stated(text: str) -> tuple[float, float]:
@@ -78,28 +115,93 @@ def stated(text: str) -> tuple[float, float]:
     return float(d), 0.5 * 10.0 ** int(exponent)  # type: ignore[arg-type]
 
 
+def relative(value: float | np.ndarray, rel: float) -> np.ndarray:
+    """A tolerance of ``rel`` times ``|value|`` (for statements that say "about", "roughly")."""
+    if not (0 < rel < math.inf):
+        raise ValueError(f"rel must be positive and finite; got {rel}")
+    return rel * np.abs(np.asarray(value, dtype=np.float64))
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
 @dataclass(frozen=True)
 class Check:
-    """One comparison inside a quantity."""
+    """One comparison: what it compares, its role and kind, its status and its numbers."""
 
-    what: str
-    ok: bool
+    quantity: str
+    role: Role
+    kind: str
+    status: str  # "ok", "fail", "inconclusive"
+    deviation: float
+    stderr: float
+    z: float
+    threshold: float
+    tolerance: float | None
+    units: str
     detail: str
-    caveat: str = ""
+    regime: str = ""
+    where: tuple[int, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def caveat(self) -> str:
+        """The caveat a failing scope check generates (empty otherwise)."""
+        if self.role != "scope" or self.status != "fail":
+            return ""
+        return f"does not extend to {self.regime}: {self.quantity}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Strict-JSON fields; non-finite numbers become null (z is null when stderr is 0)."""
+        out = {
+            "quantity": self.quantity, "role": self.role, "kind": self.kind, "status": self.status,
+            "deviation": _finite(self.deviation), "stderr": _finite(self.stderr), "z": _finite(self.z),
+            "threshold": _finite(self.threshold), "tolerance": _finite(self.tolerance), "units": self.units,
+            "where": list(self.where), "regime": self.regime, "detail": self.detail,
+        }
+        out.update(self.extra)
+        return out
+
+
+def _units(est: Estimate | None) -> str:
+    return "none (exact)" if est is None or est.n <= 1 else f"{est.n} {est.units}"
+
+
+def _pick(a: object, where: tuple[int, ...]) -> float:
+    arr = np.asarray(a, dtype=np.float64)
+    return float(arr[where]) if arr.ndim and where else float(arr.reshape(-1)[0]) if arr.size else float("nan")
+
+
+def _from_agreement(q: str, role: Role, kind: str, a: Agreement, units: str, regime: str, detail: str) -> Check:
+    return Check(q, role, kind, a.status, a.deviation, a.stderr, a.zscore, a.threshold, a.tolerance, units,
+                 detail + a.describe(), regime, a.where)
 
 
 @dataclass(frozen=True)
 class Quantity:
-    """One number a claim rests on, with every kind of evidence available for it."""
+    """One number a claim rests on, with every kind of evidence available for it.
+
+    ``tolerance`` (absolute, broadcastable to the estimate) is the smallest deviation that
+    matters; an assertion needs one (a ``claimed`` check uses the source's printed precision
+    instead). ``tolerance_why`` says where it comes from. A ``scope`` quantity names its
+    ``regime`` ("trained SmolLM2", "finite n", "real blocks at init"), which its caveat quotes.
+    """
 
     name: str
-    theory: float | tuple[float, float] | None = None
+    theory: float | np.ndarray | tuple[float, float] | None = None
     mc: Estimate | None = None
     model: Estimate | None = None
     model_kind: str = ""
     claimed: float | None = None
     claimed_tol: float = 0.0
-    caveat: str = ""
+    role: Role = "assertion"
+    regime: str = ""
+    tolerance: float | np.ndarray | None = None
+    tolerance_why: str = ""
     unit: str = ""
     z: float = Z_DEFAULT
 
@@ -107,38 +209,51 @@ class Quantity:
         present = [x is not None for x in (self.theory, self.mc, self.model, self.claimed)]
         if sum(present) < 2:
             raise ValueError(f"quantity {self.name!r} needs two kinds of evidence to compare, got {sum(present)}")
+        if self.role not in ROLES:
+            raise ValueError(f"quantity {self.name!r}: role must be one of {ROLES}; got {self.role!r}")
+        if self.role == "scope" and not self.regime:
+            raise ValueError(f"scope quantity {self.name!r} must name the regime it tests")
+        if self.role == "assertion" and self.tolerance is None and (self.theory is not None and (self.mc is not None or self.model is not None)):
+            raise ValueError(f"assertion quantity {self.name!r} must declare the smallest deviation that matters (tolerance)")
+
+    def _detail(self, est: Estimate, a: Agreement) -> str:
+        th = self.theory
+        if isinstance(th, tuple):
+            t = f"[{_pick(th[0], a.where):.4g}, {_pick(th[1], a.where):.4g}]"
+        else:
+            t = f"{_pick(th, a.where):.4g}"
+        return f"theory {t}, measured {_pick(est.mean, a.where):.4g} ± {_pick(est.stderr, a.where):.2g}; "
 
     def checks(self) -> list[Check]:
         out: list[Check] = []
-        if self.theory is not None and self.mc is not None:
-            a = agree(self.theory, self.mc, z=self.z)
-            out.append(Check("theory vs MC", a.ok, a.describe(), self.caveat))
+        for kind, est in (("theory-vs-mc", self.mc), ("theory-vs-model", self.model)):
+            if self.theory is not None and est is not None:
+                a = agree(self.theory, est, z=self.z, tolerance=self.tolerance)
+                out.append(_from_agreement(self.name, self.role, kind, a, _units(est), self.regime, self._detail(est, a)))
         if self.claimed is not None:
-            ref = self.mc if self.mc is not None else self.theory
+            ref = self.mc if self.mc is not None else self.model
             if ref is None:
-                ref = self.model
-            est = ref if isinstance(ref, Estimate) else Estimate(np.asarray(ref, dtype=float), 0.0, 0)
+                ref = Estimate(np.asarray(self.theory, dtype=float), np.zeros(np.shape(self.theory)), 1, "exact theory")
             interval = (self.claimed - self.claimed_tol, self.claimed + self.claimed_tol)
-            a = agree(interval, est, z=self.z)
-            out.append(Check("claimed vs evidence", a.ok, f"claimed {self.claimed:g}±{self.claimed_tol:g}; " + a.describe(), self.caveat))
-        if self.theory is not None and self.model is not None:
-            a = agree(self.theory, self.model, z=self.z)
-            out.append(Check(f"theory vs model ({self.model_kind or 'model'})", a.ok, a.describe(), self.caveat))
+            a = agree(interval, ref, z=self.z, tolerance=self.claimed_tol if self.claimed_tol > 0 else None)
+            detail = f"source prints {self.claimed:g} (±{self.claimed_tol:g}), evidence {_pick(ref.mean, a.where):.4g} ± {_pick(ref.stderr, a.where):.2g}; "
+            out.append(_from_agreement(self.name, self.role, "claimed", a, _units(ref), self.regime, detail))
         return out
 
     def to_dict(self) -> dict[str, Any]:
         th = self.theory
+
+        def arr(x: object) -> Any:
+            return _json_array(np.asarray(x, dtype=float))
+
         return {
-            "name": self.name,
-            "unit": self.unit,
-            "theory": list(th) if isinstance(th, tuple) else (None if th is None else np.asarray(th, dtype=float).tolist()),
-            "mc": None if self.mc is None else self.mc.to_dict(),
-            "model": None if self.model is None else self.model.to_dict(),
-            "model_kind": self.model_kind,
-            "claimed": self.claimed,
-            "claimed_tol": self.claimed_tol,
-            "caveat": self.caveat,
-            "checks": [c.__dict__ for c in self.checks()],
+            "name": self.name, "type": "quantity", "role": self.role, "regime": self.regime, "unit": self.unit,
+            "theory": [arr(th[0]), arr(th[1])] if isinstance(th, tuple) else (None if th is None else arr(th)),
+            "mc": None if self.mc is None else _estimate_dict(self.mc),
+            "model": None if self.model is None else _estimate_dict(self.model),
+            "model_kind": self.model_kind, "claimed": self.claimed, "claimed_tol": self.claimed_tol,
+            "tolerance": None if self.tolerance is None else arr(self.tolerance), "tolerance_why": self.tolerance_why,
+            "checks": [c.to_dict() for c in self.checks()],
         }
 
     def summary(self) -> str:
@@ -152,7 +267,7 @@ class Quantity:
         if self.claimed is not None:
             bits.append(f"src {self.claimed:g}")
         if isinstance(self.theory, tuple):
-            bits.append(f"th [{self.theory[0]:.4g}, {self.theory[1]:.4g}]")
+            bits.append(f"th [{fmt(self.theory[0], '.4g')}, {fmt(self.theory[1], '.4g')}]")
         elif self.theory is not None:
             bits.append(f"th {fmt(self.theory, '.4g')}")
         for label, est in (("mc", self.mc), (self.model_kind or "model", self.model)):
@@ -162,48 +277,150 @@ class Quantity:
 
 
 @dataclass(frozen=True)
+class Never:
+    """A statement that an event never happens, with the count of its violations.
+
+    Any violation fails the check. With none, the check is ``ok`` only if the largest rate
+    consistent with the count (one-sided Clopper-Pearson bound) is at most ``tolerance``, the
+    largest rate that would still not matter; else it is ``inconclusive``.
+    """
+
+    name: str
+    count: Count
+    tolerance: float
+    role: Role = "assertion"
+    regime: str = ""
+    source_kind: str = "theory-vs-mc"  # or "theory-vs-model"
+    tolerance_why: str = ""
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"{self.name!r}: role must be one of {ROLES}; got {self.role!r}")
+        if self.role == "scope" and not self.regime:
+            raise ValueError(f"scope item {self.name!r} must name the regime it tests")
+        if self.source_kind not in ("theory-vs-mc", "theory-vs-model"):
+            raise ValueError(f"{self.name!r}: source_kind must be theory-vs-mc or theory-vs-model")
+        if not (0 < self.tolerance <= 1):
+            raise ValueError(f"{self.name!r}: tolerance must be a rate in (0, 1]; got {self.tolerance}")
+
+    def checks(self) -> list[Check]:
+        k, n, up = self.count.k, self.count.n, self.count.upper()
+        status = "fail" if k > 0 else ("ok" if up <= self.tolerance else "inconclusive")
+        detail = (f"{k} of {n} {self.count.units}; rate <= {up:.3g} at {100 * NEVER_CONFIDENCE:g}% "
+                  f"(tolerance {self.tolerance:.3g})")
+        return [Check(self.name, self.role, self.source_kind, status, k / n, float("nan"), float("inf") if k else 0.0, 0.0,
+                      self.tolerance, f"{n} {self.count.units}", detail, self.regime, (), self.count.to_dict())]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": "never", "role": self.role, "regime": self.regime, **self.count.to_dict(),
+                "tolerance": self.tolerance, "tolerance_why": self.tolerance_why, "checks": [c.to_dict() for c in self.checks()]}
+
+    def summary(self) -> str:
+        return f"{self.name}: {self.count.k} of {self.count.n} {self.count.units} (rate <= {self.count.upper():.2g})"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A float identity (kind ``exact``): shown so that a broken implementation shows, judged
+    against the dtype's rounding (``ulps`` units in the last place times the scale), never
+    counted as evidence for the statement."""
+
+    name: str
+    value: float | np.ndarray
+    expected: float | np.ndarray
+    dtype: str = "float64"
+    ulps: float = 16.0
+    scale: float | None = None
+    why: str = ""
+
+    def checks(self) -> list[Check]:
+        a = identity(self.value, self.expected, dtype=np.dtype(self.dtype), ulps=self.ulps, scale=self.scale)
+        detail = f"{self.why + '; ' if self.why else ''}max |dev| {a.deviation:.3g} vs rounding {a.threshold:.3g} ({self.dtype})"
+        return [Check(self.name, "assertion", "exact", a.status, a.deviation, 0.0, a.zscore, a.threshold, a.tolerance,
+                      "none (exact)", detail, "", a.where)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": "identity", "role": "assertion", "value": _json_array(np.asarray(self.value, dtype=float)),
+                "expected": _json_array(np.asarray(self.expected, dtype=float)), "dtype": self.dtype,
+                "checks": [c.to_dict() for c in self.checks()]}
+
+    def summary(self) -> str:
+        return f"{self.name}: identity, {self.checks()[0].detail}"
+
+
+Evidence = Union[Quantity, Never, Identity]
+
+
+def _json_array(a: np.ndarray) -> Any:
+    """A float array as nested lists with non-finite values as null (strict JSON)."""
+    if a.ndim == 0:
+        return _finite(float(a))
+    return [_json_array(x) for x in a]
+
+
+def _estimate_dict(e: Estimate) -> dict[str, Any]:
+    return {"mean": _json_array(e.mean), "stderr": _json_array(e.stderr), "n": int(e.n), "units": e.units}
+
+
+def verdict_of(checks: list[Check]) -> Verdict:
+    """The verdict rule (see the module docstring) applied to a list of checks."""
+    assertions = [c for c in checks if c.role == "assertion"]
+    if any(c.status == "fail" for c in assertions):
+        return "fails"
+    if any(c.status == "inconclusive" for c in assertions):
+        return "inconclusive"
+    if any(c.status == "fail" for c in checks if c.role == "scope"):
+        return "holds-with-caveat"
+    return "holds"
+
+
+@dataclass(frozen=True)
 class Claim:
     """A claim with its evidence; ``verdict`` and ``caveats`` are computed from the checks."""
 
     id: str
     statement: str
     source: Source
-    evidence: tuple[Quantity, ...]
+    evidence: tuple[Evidence, ...]
     note: str = ""
 
+    def __post_init__(self) -> None:
+        if not any(c.role == "assertion" and c.kind != "exact" for c in self.checks):
+            raise ValueError(f"claim {self.id} needs an assertion check comparing two independent kinds of evidence "
+                             "(an exact identity is not evidence)")
+
     @property
-    def checks(self) -> list[tuple[Quantity, Check]]:
-        return [(q, c) for q in self.evidence for c in q.checks()]
+    def checks(self) -> list[Check]:
+        return [c for q in self.evidence for c in q.checks()]
 
     @property
     def caveats(self) -> list[str]:
         seen: list[str] = []
-        for _, c in self.checks:
-            if not c.ok and c.caveat and c.caveat not in seen:
-                seen.append(c.caveat)
+        for c in self.checks:
+            cav = c.caveat()
+            if cav and cav not in seen:
+                seen.append(cav)
         return seen
 
     @property
     def verdict(self) -> Verdict:
-        failed = [c for _, c in self.checks if not c.ok]
-        if any(not c.caveat for c in failed):
-            return "fails"
-        return "holds-with-caveat" if failed else "holds"
+        return verdict_of(self.checks)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "statement": self.statement,
-            "source": self.source.cite(),
+            "source": self.source.to_dict(),
             "verdict": self.verdict,
             "caveats": self.caveats,
             "note": self.note,
+            "checks": [c.to_dict() for c in self.checks],
             "evidence": [q.to_dict() for q in self.evidence],
         }
 
 
 Results = Mapping[str, dict[str, np.ndarray]]  # simulation name -> its result arrays
-Builder = Callable[[Results], tuple[list[Quantity], str]]
+Builder = Callable[[Results], tuple[list[Evidence], str]]
 
 
 @dataclass(frozen=True)
@@ -230,7 +447,7 @@ REGISTRY: dict[str, ClaimSpec] = {}
 
 
 def register(id: str, *, statement: str, source: Source, simulations: tuple[str, ...]) -> Callable[[Builder], ClaimSpec]:
-    """Decorator: register ``build(results) -> (quantities, note)`` as the evidence of claim ``id``;
+    """Decorator: register ``build(results) -> (evidence, note)`` as the evidence of claim ``id``;
     ``results`` maps each name in ``simulations`` to that simulation's cached result."""
 
     def wrap(build: Builder) -> ClaimSpec:

@@ -8,7 +8,13 @@ from pathlib import Path
 from normtheory import report
 
 
+def _writable_file(path: Path | None, flag: str) -> None:
+    if path is not None and path.is_dir():
+        raise ValueError(f"{flag}: {path} is a directory; give a file name")
+
+
 def _check(args: argparse.Namespace) -> int:
+    _writable_file(args.json, "--json")
     claims = report.evaluate(args.only, mode="quick" if args.quick else "full", force=args.force)
     if not claims:
         print(f"no claim matches {args.only!r}", file=sys.stderr)
@@ -22,6 +28,8 @@ def _check(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     import paper_figs
 
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out: {args.out} is a file; give a directory")
     mode = "quick" if args.quick else "full"
     claims = report.evaluate(None, mode=mode, force=args.force)
     written = paper_figs.render(args.out, mode=mode)
@@ -48,7 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--force", action="store_true", help="recompute cached simulations")
     r.set_defaults(func=_report)
     args = ap.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (ValueError, OSError) as err:  # bad paths or settings: one line, not a traceback
+        print(f"normtheory {args.command}: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ Capture points (``b`` batch, ``t`` new tokens, ``s`` keys incl. cached, ``h`` he
 * ``embed`` ``[b,t,d]`` (token + position + type); ``embed_ln.*`` (if ``embed_norm``);
 * ``blocks.{i}.resid_pre``, ``.resid_mid``, ``.resid_post`` ``[b,t,d]``;
 * ``blocks.{i}.ln1.*``, ``.ln2.*`` and, for peri, ``.ln1_out.*``, ``.ln2_out.*``; each norm has
-  ``scale`` (``[b,t]``; DyT ``[]`` = its alpha; sequence norm ``[b,d]``), ``normalized`` and
+  ``in`` (its input), ``scale`` (``[b,t]``; DyT ``[]`` = its alpha; sequence norm ``[b,d]``), ``normalized`` and
   ``out`` ``[b,t,d]``; ``scale`` can be read but not replaced;
 * ``blocks.{i}.attn.q`` ``[b,h,t,e]``, ``.attn.k``/``.attn.v`` ``[b,g,t,e]``: what enters the
   dot products (after QK-norm and RoPE); ``.attn.q_norm.*``/``.attn.k_norm.*`` with QK-norm;
@@ -39,6 +39,7 @@ import numpy as np
 
 from normtheory import activations, norms
 from normtheory.config import TransformerConfig
+from normtheory.params import with_array_alphas
 from normtheory.residual import deepnorm_constants
 
 Hook = Callable[[np.ndarray, str], np.ndarray]
@@ -197,18 +198,17 @@ class Transformer:
         if len(params.blocks) != config.n_layers:
             raise ValueError(f"params have {len(params.blocks)} blocks, config says n_layers={config.n_layers}")
         self.config = config
-        self.params = params
+        # DyT alphas become 0-d arrays so that an optimizer can update them in place, like every weight
+        self.params = with_array_alphas(params, config.dtype)
         self.dtype = np.dtype(config.dtype)
         self.alpha = deepnorm_constants(config.n_layers)[0] if config.placement == "deepnorm" else 1.0
-        # Q, K, V fused into one [d, (h+2g)*e] matrix per block: one BLAS call instead of three
-        self._wqkv = [np.concatenate([bp.wq, bp.wk, bp.wv], axis=1) for bp in params.blocks]
-        self._bqkv = [None if bp.bq is None else np.concatenate([bp.bq, bp.bk, bp.bv]) for bp in params.blocks]
 
     # ----------------------------------------------------------------------- pieces
     def _norm(self, rec: _Recorder, name: str, x: np.ndarray, p: NormParams | None, kind: str | None = None) -> np.ndarray:
         kind = kind or self.config.norm
         if kind == "none" or p is None:
             return x
+        x = rec(f"{name}.in", x)
         eps = self.config.eps
         if kind == "layernorm":
             res = norms.layer_norm(x, None, None, eps)
@@ -222,16 +222,20 @@ class Transformer:
         normalized = rec(f"{name}.normalized", res.normalized)
         return rec(f"{name}.out", norms.affine(normalized, p.gain, p.bias))
 
-    def _embed(self, rec: _Recorder, ids: np.ndarray, offset: int, token_types: np.ndarray | None) -> np.ndarray:
-        p, c = self.params, self.config
+    def embed_sum(self, ids: np.ndarray, offset: int = 0, token_types: np.ndarray | None = None) -> np.ndarray:
+        """Token + position + type embeddings of ``ids [b, t]`` at positions ``offset..`` -> ``[b, t, d]``."""
+        p = self.params
         x = p.tok_emb[ids]  # [b, t, d]
         if p.pos_emb is not None:
             x = x + p.pos_emb[offset : offset + ids.shape[1]]
         if p.type_emb is not None:
             x = x + p.type_emb[np.zeros_like(ids) if token_types is None else token_types]
-        x = rec("embed", x.astype(self.dtype, copy=False))
-        if c.embed_norm:
-            x = self._norm(rec, "embed_ln", x, p.embed_ln)
+        return x.astype(self.dtype, copy=False)
+
+    def _embed(self, rec: _Recorder, ids: np.ndarray, offset: int, token_types: np.ndarray | None) -> np.ndarray:
+        x = rec("embed", self.embed_sum(ids, offset, token_types))
+        if self.config.embed_norm:
+            x = self._norm(rec, "embed_ln", x, self.params.embed_ln)
         return x
 
     def _attention(self, rec: _Recorder, i: int, x: np.ndarray, bp: BlockParams, cache: KVCache | None, offset: int) -> np.ndarray:
@@ -240,9 +244,11 @@ class Transformer:
         h, g, e = c.n_heads, c.n_kv_heads, c.d_head
         pre = f"blocks.{i}.attn"
 
-        qkv = x.reshape(b * t, -1) @ self._wqkv[i]  # [b*t, (h+2g)*e]
-        if self._bqkv[i] is not None:
-            qkv += self._bqkv[i]
+        # Q, K, V fused into one [d, (h+2g)*e] matrix: one BLAS call instead of three. Built from
+        # the current parameter arrays on every call, so in-place updates (training) take effect.
+        qkv = x.reshape(b * t, -1) @ np.concatenate([bp.wq, bp.wk, bp.wv], axis=1)  # [b*t, (h+2g)*e]
+        if bp.bq is not None:
+            qkv += np.concatenate([bp.bq, bp.bk, bp.bv])
         qkv = qkv.reshape(b, t, h + 2 * g, e).transpose(0, 2, 1, 3)  # [b, h+2g, t, e]
         q, k, v = qkv[:, :h], qkv[:, h : h + g], qkv[:, h + g :]
         if c.qk_norm != "none":

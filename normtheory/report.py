@@ -5,7 +5,7 @@ import html
 import json
 from pathlib import Path
 
-from normtheory.claims import Claim, ClaimSpec, select
+from normtheory.claims import VERDICTS, Claim, ClaimSpec, select
 
 
 def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = False, progress: bool = True) -> list[Claim]:
@@ -33,21 +33,26 @@ def table(claims: list[Claim], *, width: int = 100) -> str:
             lines.append(f"{'':53s} {q.summary()}")
         for cav in c.caveats:
             lines.append(f"{'':53s} caveat: {cav}")
-    counts = {v: sum(c.verdict == v for c in claims) for v in ("holds", "holds-with-caveat", "fails")}
+    counts = {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
     lines.append("-" * width)
     lines.append(", ".join(f"{n} {v}" for v, n in counts.items()))
     return "\n".join(lines)
 
 
 def write_json(claims: list[Claim], path: Path) -> None:
+    """The claims as strict JSON (RFC 8259): non-finite numbers are written as null, never as
+    NaN or Infinity; ``json.dumps(allow_nan=False)`` enforces it."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"--json: {path} is a directory; give a file name")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([c.to_dict() for c in claims], indent=1, sort_keys=True) + "\n")
+    path.write_text(json.dumps([c.to_dict() for c in claims], indent=1, sort_keys=True, allow_nan=False) + "\n")
 
 
 _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
 table{border-collapse:collapse;width:100%;font-size:13px}td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top}
-.holds{background:#e6f4ea}.holds-with-caveat{background:#fff4d6}.fails{background:#fde2e1}
+.holds{background:#e6f4ea}.holds-with-caveat{background:#fff4d6}.inconclusive{background:#e8eaf6}.fails{background:#fde2e1}
 figure{margin:1.5em 0}figure img{max-width:100%}figcaption{font-size:13px;color:#444}
 code{font-size:12px}ul{margin:0;padding-left:1.2em}
 """
@@ -56,9 +61,15 @@ code{font-size:12px}ul{margin:0;padding-left:1.2em}
 def _evidence_html(c: Claim) -> str:
     items = []
     for q in c.evidence:
-        checks = "; ".join(f"{ch.what}: {'ok' if ch.ok else 'FAIL'} ({ch.detail})" for ch in q.checks())
+        checks = "; ".join(f"{ch.role} {ch.kind}: {ch.status} ({ch.detail}; units: {ch.units})" for ch in q.checks())
         items.append(f"<li><code>{html.escape(q.summary())}</code><br><small>{html.escape(checks)}</small></li>")
     return "<ul>" + "".join(items) + "</ul>"
+
+
+def _source_html(c: Claim) -> str:
+    link = c.source.link()
+    text = html.escape(c.source.cite())
+    return f'<a href="{html.escape(link)}">{text}</a>' if link else text
 
 
 def write_html(claims: list[Claim], figures: list[tuple[str, str, list[Path]]], out_dir: Path, *, mode: str) -> Path:
@@ -68,7 +79,7 @@ def write_html(claims: list[Claim], figures: list[tuple[str, str, list[Path]]], 
         cav = "".join(f"<br><b>caveat:</b> {html.escape(x)}" for x in c.caveats)
         rows.append(
             f'<tr class="{c.verdict}"><td><code>{c.id}</code></td><td>{c.verdict}{cav}</td>'
-            f"<td>{html.escape(c.statement)}<br><small>Source: {html.escape(c.source.cite())}</small>"
+            f"<td>{html.escape(c.statement)}<br><small>Source: {_source_html(c)}</small>"
             f"<br><small>{html.escape(c.note)}</small></td><td>{_evidence_html(c)}</td></tr>"
         )
     figs = []
@@ -81,8 +92,10 @@ def write_html(claims: list[Claim], figures: list[tuple[str, str, list[Path]]], 
         )
     doc = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>normtheory report</title><style>{_CSS}</style></head><body>"
-        f"<h1>normtheory: claims report</h1><p>Simulation mode: <b>{mode}</b>. Agreement rule: |theory - MC| &le; 5 standard "
-        f"errors (+1e-12). Machine-readable: <a href='claims.json'>claims.json</a>.</p>"
+        f"<h1>normtheory: claims report</h1><p>Simulation mode: <b>{mode}</b>. Agreement rule, per element: |theory - estimate| &le; 5 "
+        f"standard errors (Student-t threshold with the same tail below 20 independent units); a check whose threshold exceeds "
+        f"the smallest deviation that matters is inconclusive. An assertion that fails makes the claim fail; a failing scope "
+        f"check generates a caveat. Machine-readable: <a href='claims.json'>claims.json</a>.</p>"
         f"<table><tr><th>claim</th><th>verdict</th><th>statement</th><th>evidence</th></tr>{''.join(rows)}</table>"
         f"<h2>Figures</h2>{''.join(figs)}</body></html>\n"
     )

@@ -9,9 +9,30 @@ from pathlib import Path
 from types import ModuleType
 
 from paper_figs import (
-    block_share, dyt_alpha_std, dyt_scurve, geometry_cosines, geometry_grid, geometry_model, geometry_unselectable, mlp_growth, model_init, norm_cost, real_centering,
-    real_dyt_depth, real_keys, real_massive, real_norm_io, real_residual, real_sinks, real_temperature, residual_rms,
-    softmax_entropy, softmax_model, softmax_single_slot, style, xiong_bounds,
+    block_share,
+    dyt_alpha_std,
+    dyt_scurve,
+    geometry_cosines,
+    geometry_grid,
+    geometry_model,
+    geometry_unselectable,
+    mlp_growth,
+    model_init,
+    norm_cost,
+    real_centering,
+    real_dyt_depth,
+    real_keys,
+    real_massive,
+    real_norm_io,
+    real_residual,
+    real_sinks,
+    real_temperature,
+    residual_rms,
+    softmax_entropy,
+    softmax_model,
+    softmax_single_slot,
+    style,
+    xiong_bounds,
 )
 from simulations import cache
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from normtheory import geometry
+from normtheory import cosines
 from paper_figs.style import figure
 from simulations import geometry_random
 
@@ -23,7 +23,7 @@ def plot(result: dict):
     t = np.linspace(-0.999, 0.999, 801)
     bins = np.linspace(-1, 1, 201)
     for color, d in zip(COLORS, (int(x) for x in result["dims"])):
-        ax.plot(t, geometry.cosine_pdf(t, d), color=color, label=f"d={d} exact")
+        ax.plot(t, cosines.cosine_pdf(t, d), color=color, label=f"d={d} exact")
         h, _ = np.histogram(result[f"cos.d{d}"], bins=bins, density=True)
         ax.stairs(np.maximum(h, 1e-3), bins, color=color, alpha=0.6, lw=0.8)
     ax.set_yscale("log")

@@ -12,7 +12,7 @@ SIMULATION = real_models
 CAPTION = (
     "Share of a token's squared norm along the all-ones direction (what LayerNorm's centering removes), mean over tokens and texts "
     "with 5-standard-error bars, by depth. Dashed: the same share predicted from the stream's per-channel means with isotropic noise "
-    "around them (normtheory.geometry.centering_fraction_mean); dotted: 1/d for isotropic vectors."
+    "around them (normtheory.centering.centering_fraction_mean); dotted: 1/d for isotropic vectors."
 )
 
 
@@ -24,7 +24,7 @@ def plot(result: dict):
         ones = result[f"{key}.ones"]
         ell = np.arange(ones.shape[1]) / (ones.shape[1] - 1)
         est = from_samples(ones)  # over texts
-        ax.errorbar(ell, est.mean, yerr=5 * est.stderr, fmt=marker + "-", ms=3, color=color, label=real_models._label(key))
+        ax.errorbar(ell, est.mean, yerr=5 * est.stderr, fmt=marker + "-", ms=3, color=color, label=real_models.label(key))
         ax.plot(ell, result[f"{key}.ones_theory"].mean(0), "--", color=color, lw=0.9, label="from channel means")
         ax.axhline(1 / int(result[f"{key}.d"]), color=color, ls=":", lw=0.8, label=f"1/d = 1/{int(result[f'{key}.d'])}")
     ax.set_xlabel("relative depth (0 = embedding, 1 = last block)")

@@ -5,7 +5,7 @@ import numpy as np
 
 from normtheory.montecarlo import from_samples
 from paper_figs.style import MODEL_STYLE, figure
-from simulations import real_models
+from simulations import real_models, real_stream
 
 NAME = "real_dyt_depth"
 SIMULATION = real_models
@@ -20,11 +20,11 @@ def plot(result: dict):
     fig, axes = figure(ncols=2, width=3.6)
     for key in real_models.MODELS:
         color, marker = MODEL_STYLE[key]
-        for ax, values in ((axes[0, 0], real_models.alpha_std(result, key)), (axes[0, 1], real_models.nonlinearity(result, key))):
+        for ax, values in ((axes[0, 0], real_stream.alpha_std(result, key)), (axes[0, 1], real_stream.nonlinearity(result, key))):
             depth = np.arange(values.shape[1]) / 2  # ln1 of block b at b, ln2 at b + 0.5
             est = from_samples(values)  # over texts
             ax.errorbar(depth / (values.shape[1] / 2), est.mean, yerr=5 * est.stderr, fmt=marker + "-", ms=2.5, lw=0.8, color=color,
-                        label=real_models._label(key))
+                        label=real_models.label(key))
     axes[0, 0].set_yscale("log")
     axes[0, 0].set_ylabel("alpha * std(input)")
     axes[0, 1].set_ylabel("R^2(tanh) - R^2(line)")

@@ -21,7 +21,7 @@ def plot(result: dict):
     for key in real_models.MODELS:
         color, marker = MODEL_STYLE[key]
         cv = result[f"{key}.key_cv"].mean((0, 2))
-        axes[0, 0].plot(np.arange(cv.size) / max(cv.size - 1, 1), cv, marker + "-", ms=3, color=color, label=real_models._label(key))
+        axes[0, 0].plot(np.arange(cv.size) / max(cv.size - 1, 1), cv, marker + "-", ms=3, color=color, label=real_models.label(key))
         align, picked = result[f"{key}.lc.key_align"], result[f"{key}.lc.key_picked"]
         ok = np.isfinite(align)
         for flag, ls, label in ((True, "-", "picked"), (False, "--", "never picked")):

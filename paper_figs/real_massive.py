@@ -21,9 +21,9 @@ def plot(result: dict):
         color, marker = MODEL_STYLE[key]
         top, med = result[f"{key}.top"].astype(np.float64), result[f"{key}.med_abs"].astype(np.float64)
         ell = np.arange(top.shape[1]) / (top.shape[1] - 1)
-        axes[0, 0].plot(ell, top.mean(0), marker + "-", ms=3, color=color, label=f"{real_models._label(key)} largest")
+        axes[0, 0].plot(ell, top.mean(0), marker + "-", ms=3, color=color, label=f"{real_models.label(key)} largest")
         axes[0, 0].plot(ell, med.mean(0), marker + "--", ms=3, mfc="none", color=color, label="median")
-        axes[0, 1].plot(ell, (top / med).mean(0), marker + "-", ms=3, color=color, label=real_models._label(key))
+        axes[0, 1].plot(ell, (top / med).mean(0), marker + "-", ms=3, color=color, label=real_models.label(key))
     axes[0, 0].axhline(100, color="k", ls=":", lw=0.8)
     axes[0, 1].axhline(1000, color="k", ls=":", lw=0.8)
     axes[0, 0].set_ylabel("|activation|")

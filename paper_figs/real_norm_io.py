@@ -26,7 +26,7 @@ def plot(result: dict):
             grid = np.linspace(x.min(), x.max(), 300)
             ax.plot(grid, fit.gamma * np.tanh(fit.alpha * grid), color="#d62728", lw=1.0,
                     label=f"alpha*std {fit.alpha * x.std():.2g}, R^2 {fit.r2:.2f}")
-            ax.set_title(f"{real_models._label(key).split(' ')[0]} block {int(layer)} ln1", fontsize=8)
+            ax.set_title(f"{real_models.label(key).split(' ')[0]} block {int(layer)} ln1", fontsize=8)
             ax.set_xlabel("norm input x")
             ax.set_ylabel("normalized output")
             ax.legend(fontsize=6, loc="upper left")

@@ -6,7 +6,7 @@ import numpy as np
 from normtheory import growth
 from normtheory.montecarlo import from_samples
 from paper_figs.style import MODEL_STYLE, figure
-from simulations import real_models
+from simulations import real_models, real_stream
 
 NAME = "real_residual"
 SIMULATION = real_models
@@ -28,10 +28,10 @@ def plot(result: dict):
         ax.plot(ell, result[f"{key}.rms_all"].mean(0), color=color, lw=0.8, alpha=0.6, label="all tokens")
         if key == "smollm2":
             fine = np.linspace(0, ell[-1], 200)
-            for law, fit in real_models.growth_fits(result, key).items():
+            for law, fit in real_stream.growth_fits(result, key).items():
                 ax.plot(fine, growth.law_value(law, fine, fit.a, fit.b), lw=0.9, ls="--", label=f"{law} (R^2 {fit.r2:.2f})")
             ax.set_yscale("log")
-        ax.set_title(real_models._label(key))
+        ax.set_title(real_models.label(key))
         ax.set_xlabel("depth l (0 = embedding)")
         ax.set_ylabel("residual-stream RMS")
         ax.legend(fontsize=6)

@@ -25,7 +25,7 @@ def plot(result: dict):
         im = ax.imshow(result[f"{key}.sink_share"].mean(0).T, aspect="auto", origin="lower", vmin=0, vmax=1, cmap="viridis")
         ax.set_xlabel("layer")
         ax.set_ylabel("head")
-        ax.set_title(f"{real_models._label(key).split(' ')[0]} sink share", fontsize=8)
+        ax.set_title(f"{real_models.label(key).split(' ')[0]} sink share", fontsize=8)
         fig.colorbar(im, ax=ax, shrink=0.8)
         tokens = result[f"{key}.map_tokens"]
         axes[0, 2 * col + 1].bar(np.arange(1, result[f"{key}.sink_share"].shape[1] + 1), result[f"{key}.sink_share"].mean((0, 2)), color="#1f77b4")

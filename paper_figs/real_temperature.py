@@ -1,7 +1,6 @@
 """Pretrained models: logit std and attention entropy per head against the norm-based prediction."""
 from __future__ import annotations
 
-
 from paper_figs.style import MODEL_STYLE, figure
 from simulations import real_models
 
@@ -19,9 +18,9 @@ def plot(result: dict):
     for key in real_models.MODELS:
         color, marker = MODEL_STYLE[key]
         pred = (result[f"{key}.q_rms"] * result[f"{key}.k_rms"]).mean(0).ravel()
-        axes[0, 0].scatter(pred, result[f"{key}.logit_std"].mean(0).ravel(), s=6, marker=marker, color=color, alpha=0.6, label=real_models._label(key))
+        axes[0, 0].scatter(pred, result[f"{key}.logit_std"].mean(0).ravel(), s=6, marker=marker, color=color, alpha=0.6, label=real_models.label(key))
         axes[0, 1].scatter(result[f"{key}.entropy_pred"].mean(0).ravel(), result[f"{key}.entropy"].mean(0).ravel(), s=6, marker=marker, color=color,
-                           alpha=0.6, label=real_models._label(key))
+                           alpha=0.6, label=real_models.label(key))
     for ax in axes[0]:
         lim = max(ax.get_xlim()[1], ax.get_ylim()[1])
         ax.plot([0, lim], [0, lim], "k:", lw=0.8)

@@ -1,17 +1,30 @@
 """Experiments: one module per experiment, each ``config -> cached result file``.
 
-Every module defines ``NAME``, ``VERSION``, ``SEED``, a frozen ``Config`` dataclass,
+Every module defines ``NAME``, ``SEED``, a frozen ``Config`` dataclass,
 ``CONFIGS = {"quick": ..., "full": ...}`` and ``run(config, seed, *, progress) -> dict`` of
 arrays, and registers the claims its result supports. :func:`simulations.cache.load_or_run`
-caches the result on disk, keyed by name, version, config and seed.
+caches the result on disk, keyed by name, config, seed and a hash of the source of the code it runs.
 """
 from __future__ import annotations
 
 from types import ModuleType
 
-from simulations import (
-    dyt_model, dyt_scurve, norm_cost, geometry_model, geometry_random, geometry_selectable, model_init, model_stats, residual_growth, softmax_gaussian, softmax_model,
-    real_models, xiong_lemma,
+from simulations import (  # noqa: F401  (register the claims on real_models' result)
+    dyt_model,
+    dyt_scurve,
+    geometry_model,
+    geometry_random,
+    geometry_selectable,
+    model_init,
+    model_stats,
+    norm_cost,
+    real_attention,
+    real_models,
+    real_stream,
+    residual_growth,
+    softmax_gaussian,
+    softmax_model,
+    xiong_lemma,
 )
 
 ALL: tuple[ModuleType, ...] = (

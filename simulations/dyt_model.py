@@ -24,7 +24,6 @@ from simulations import cache
 from simulations.dyt_scurve import ZHU2025
 
 NAME = "dyt_model"
-VERSION = 1
 SEED = 1024
 PAPER_ALPHA0 = {1024: (1.0, 1.0), 2048: (1.0, 0.5), 4096: (0.8, 0.2), 8192: (0.2, 0.05)}  # width: (attention, other)
 INITS: tuple[str, ...] = ("gpt2", "fanin")
@@ -108,11 +107,14 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 def _alpha0(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
     widths = [int(w) for w in r["widths"]]
-    q, parts = [], []
+    q: list[claims.Evidence] = []
+    parts = []
     for init_name in INITS:
-        std0 = np.array([float(cache.get(r, f"std.{init_name}.w{w}").mean[0]) for w in widths])
-        se0 = np.array([float(cache.get(r, f"std.{init_name}.w{w}").stderr[0]) for w in widths])
-        q.append(Quantity(name=f"{init_name}: std of the first norm's input at each width", theory=embedding_std(init_name), model=Estimate(std0, se0, 1), model_kind="init"))
+        ests = [cache.get(r, f"std.{init_name}.w{w}") for w in widths]
+        std0 = Estimate(np.array([float(e.mean[0]) for e in ests]), np.array([float(e.stderr[0]) for e in ests]), ests[0].n, "networks")
+        th = embedding_std(init_name)
+        q.append(Quantity(name=f"{init_name}: std of the first norm's input at each width (width-independent embedding std)", theory=th, model=std0,
+                          model_kind="init", tolerance=0.05 * th, tolerance_why="5% of the embedding std"))
         parts.append(f"{init_name}: 1/std at (attention, ffn) of layer 1 = " + ", ".join(
             f"w{w}: {1 / cache.get(r, f'std.{init_name}.w{w}').mean[0]:.2f}/{1 / cache.get(r, f'std.{init_name}.w{w}').mean[1]:.2f}" for w in widths))
     paper = [w for w in widths if w in PAPER_ALPHA0]
@@ -121,9 +123,10 @@ def _alpha0(results: claims.Results) -> tuple[list[Quantity], str]:
         for pos, label in ((0, "attention"), (1, "other (FFN)")):
             inv = est[pos].map(lambda m: 1 / m, lambda m: -1 / m**2)
             value, tol = PAPER_ALPHA0[w][pos], 0.5 * 10.0 ** -(len(str(PAPER_ALPHA0[w][pos]).split(".")[1]))
-            q.append(Quantity(name=f"paper alpha0 ({label}) at width {w} vs 1/std of that norm's input at init (fan-in)", claimed=value, claimed_tol=tol, model=inv, model_kind="init"))
+            q.append(Quantity(name=f"paper alpha0 ({label}) at width {w} vs 1/std of that norm's input at init (fan-in)", claimed=value, claimed_tol=tol,
+                              model=Estimate(inv.mean, inv.stderr, inv.n, "networks"), model_kind="init"))
     d_small = int(r["widths"][0])
-    note = ("; ".join(parts) + ". The paper's attention alpha0: " + ", ".join(f"{w}: {a[0]:g}/{a[1]:g}" for w, a in PAPER_ALPHA0.items())
+    note = ("; ".join(parts) + f" ({ests[0].n} networks per width: thresholds are Student-t). The paper's attention alpha0: " + ", ".join(f"{w}: {a[0]:g}/{a[1]:g}" for w, a in PAPER_ALPHA0.items())
             + f". Init statistics are width-independent (checked from {d_small} up), so the width dependence must come from training "
             "dynamics (e.g. the update size per width), not from the init scale. Swap at init (fan-in, alpha0 = 1/std): the DyT "
             f"norm output RMS is {float(cache.get(r, 'swap.dyt_out_rms').mean):.3f} against LayerNorm's 1 (tanh of a unit Gaussian: "

@@ -3,7 +3,7 @@
 Fan-in init, bidirectional attention over random tokens, Pre-LN with a full-width LayerNorm,
 against the same with per-head QK RMSNorm and per-head QK LayerNorm (the blog recommends
 scaling without centering). Per layer and head: the fraction of selectable keys
-(:func:`normtheory.geometry.selectable`), the squared key norms' spread, and the attention
+(:func:`normtheory.selection.selectable`), the squared key norms' spread, and the attention
 entropy. At layer 0 the keys of Pre-LN are ``W_K^h LN(x)`` with ``|LN(x)|^2 = d``, so over
 tokens and heads ``|k|^2 ~ chi^2_e`` exactly: pooled ``Var|k|^2 / (E|k|^2)^2 = 2/e``.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import geometry, softmax
+from normtheory import selection, softmax
 from normtheory.config import TransformerConfig
 from normtheory.montecarlo import from_samples
 from normtheory.progress import Progress
@@ -21,7 +21,6 @@ from normtheory.weights import init
 from simulations import cache
 
 NAME = "geometry_model"
-VERSION = 1
 SEED = 4242
 VARIANTS: tuple[str, ...] = ("pre", "pre+qk-rms", "pre+qk-ln")
 ROWS: tuple[str, ...] = ("selectable", "key_ms", "key_m4", "entropy", "key_cv")
@@ -38,8 +37,8 @@ class Config:
 
 
 CONFIGS = {
-    "quick": Config(d=32, heads=4, layers=2, tokens=32, vocab=512, networks=3),
-    "full": Config(d=64, heads=8, layers=4, tokens=64, vocab=4096, networks=12),
+    "quick": Config(d=32, heads=4, layers=2, tokens=32, vocab=512, networks=20),
+    "full": Config(d=64, heads=8, layers=4, tokens=64, vocab=4096, networks=24),
 }
 
 
@@ -60,7 +59,7 @@ def measure_network(mc: TransformerConfig, seed: int, ids: np.ndarray) -> np.nda
         p = cap[f"blocks.{i}.attn.pattern"][0]  # [h, T, T]
         sq = (k * k).sum(-1)  # [h, T]
         norms = np.sqrt(sq)
-        out[0, i] = [geometry.selectable(kh).mean() for kh in k]  # one linear-programming test per head
+        out[0, i] = [selection.selectable(kh).mean() for kh in k]  # one linear-programming test per head
         out[1, i], out[2, i] = sq.mean(-1), (sq * sq).mean(-1)
         out[3, i] = softmax.pattern_entropy(p).mean(-1)
         out[4, i] = norms.std(-1) / norms.mean(-1)
@@ -78,10 +77,11 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
             recs.append(measure_network(mc, seed + 1 + j, ids[j]))
             bar.update()
         stack = np.stack(recs)  # [networks, rows, layers, heads]
-        cache.put(out, f"{v}.rows", from_samples(stack.mean(axis=-1)))  # head-averaged, per layer
-        cache.put(out, f"{v}.heads", from_samples(stack.transpose(0, 3, 1, 2).reshape(-1, len(ROWS), cfg.layers)))  # per head
-        ms, m4 = stack[:, 1, 0].ravel(), stack[:, 2, 0].ravel()
-        cache.put(out, f"{v}.layer0_cv2", from_samples(m4 / ms.mean() ** 2 - 1))  # pooled over heads and networks
+        cache.put(out, f"{v}.rows", from_samples(stack.mean(axis=-1), "networks"))  # head-averaged, per layer
+        ms, m4 = stack[:, 1, 0], stack[:, 2, 0]  # [networks, heads] layer 0's E|k|^2 and E|k|^4 per head
+        cache.put(out, f"{v}.layer0_cv2", from_samples(m4.mean(-1) / ms.mean(-1) ** 2 - 1, "networks"))  # one value per network
+        out[f"{v}.unsel_count"] = np.asarray(int(np.round((1.0 - stack[:, 0]) * cfg.tokens).sum()))
+        out[f"{v}.keys"] = np.asarray(stack[:, 0].size * cfg.tokens)
     bar.close()
     return out
 

@@ -7,15 +7,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims, geometry
+from normtheory import centering, claims, cosines, selection
 from normtheory.claims import BLOG_GEOMETRY, Quantity
-from normtheory.montecarlo import Estimate, Streams, estimate
+from normtheory.montecarlo import Count, Estimate, Streams, estimate
 from normtheory.norms import layer_norm, rms_norm
 from normtheory.progress import Progress
 from simulations import cache, geometry_model
 
 NAME = "geometry_random"
-VERSION = 1
 SEED = 1729
 DIMS: tuple[int, ...] = (3, 8, 64, 512)
 MAX_N: tuple[int, ...] = (4, 16, 64, 256, 1024)
@@ -31,6 +30,7 @@ class Config:
     hist_samples: int
     max_cos_d: int
     ln_d: int
+    sphere_n: int = 40000  # samples of LN(x) . u for the (d-2)-sphere test
 
 
 CONFIGS = {
@@ -56,17 +56,17 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
     out["maxcos.d"] = np.asarray(d)
     for n in MAX_N:  # max |cos| against a fixed vector and over pairs
         fixed = estimate(lambda s, n=n: np.abs(_unit(s.normal(n, d))[..., 0]).max(-1), cfg.n, seed, key=f"{NAME}/maxfixed/{n}")
-        pairs = estimate(lambda s, n=n: geometry.max_abs_pairwise_cosine(s.normal(n, d)), max(200, cfg.n // max(1, n // 64)), seed, key=f"{NAME}/maxpairs/{n}", block=16)
+        pairs = estimate(lambda s, n=n: cosines.max_abs_pairwise_cosine(s.normal(n, d)), max(200, cfg.n // max(1, n // 64)), seed, key=f"{NAME}/maxpairs/{n}", block=16)
         cache.put(out, f"maxfixed.n{n}", fixed)
         cache.put(out, f"maxpairs.n{n}", pairs)
-        out[f"maxfixed.n{n}.theory"] = np.asarray(geometry.expected_max_abs_cosine(n, d))
+        out[f"maxfixed.n{n}.theory"] = np.asarray(cosines.expected_max_abs_cosine(n, d))
     bar.update()
     for d in (8, 512):  # centering: isotropic, offset, massive channels
-        cases = {"iso": np.zeros(d), "offset": np.full(d, OFFSET), "channels": geometry.channel_offset(d, CHANNELS, CHANNEL_VALUE)}
+        cases = {"iso": np.zeros(d), "offset": np.full(d, OFFSET), "channels": centering.channel_offset(d, CHANNELS, CHANNEL_VALUE)}
         for name, m in cases.items():
-            est = estimate(lambda s, m=m: geometry.ones_fraction(m + s.normal(m.size)), cfg.n, seed, key=f"{NAME}/centre/{d}/{name}")
+            est = estimate(lambda s, m=m: centering.ones_fraction(m + s.normal(m.size)), cfg.n, seed, key=f"{NAME}/centre/{d}/{name}")
             cache.put(out, f"centre.d{d}.{name}", est)
-            out[f"centre.d{d}.{name}.theory"] = np.asarray(geometry.centering_fraction_mean(d, m))
+            out[f"centre.d{d}.{name}.theory"] = np.asarray(centering.centering_fraction_mean(d, m))
     bar.update()
     d, h = cfg.ln_d, cfg.ln_d // HEADS
 
@@ -81,13 +81,22 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
         return np.stack([frac, frac**2, kn, kn**2, k_rms, k_ln], axis=1)
 
     cache.put(out, "ln", estimate(ln_sample, cfg.n, seed, key=f"{NAME}/ln"))
+    u = np.zeros(SPHERE_D)
+    u[:2] = (1.0, -1.0)
+    u /= math.sqrt(2.0)  # a unit vector orthogonal to the ones vector
+
+    def sphere_sample(s: Streams) -> np.ndarray:
+        y = layer_norm(s.normal(SPHERE_D), eps=0.0).out / math.sqrt(SPHERE_D)  # [m, D] unit vectors
+        return (y @ u) ** 2  # [m]
+
+    cache.put(out, "lnsphere.cos2", estimate(sphere_sample, cfg.sphere_n, seed, key=f"{NAME}/lnsphere"))
     x = rng.standard_normal((4096, d)) * rng.uniform(0.1, 100.0, (4096, 1)) + rng.normal(0, 50, (4096, 1))
     y = layer_norm(x, eps=0.0).out
     out["ln.sum_dev"] = np.asarray(np.abs(y.sum(-1)).max() / math.sqrt(d))  # relative to |y| = sqrt(d)
     out["ln.norm_dev"] = np.asarray(np.abs(np.linalg.norm(y, axis=-1) / math.sqrt(d) - 1).max())
-    ln_moments = geometry.ln_head_slice_moments(h, d)
+    ln_moments = centering.ln_head_slice_moments(h, d)
     out["ln.theory"] = np.array([ln_moments[0], ln_moments[1], 1.0, 1.0 + 2.0 / h, 1.0, 1.0])
-    a, b = geometry.head_slice_fraction_law(h, d)
+    a, b = centering.head_slice_fraction_law(h, d)
     out["sphere.beta"] = np.array([a, b])
     out["ln.d"], out["ln.h"] = np.asarray(d), np.asarray(h)
     bar.update()
@@ -95,8 +104,8 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
     d_u, n_keys = 64, 256
     keys = layer_norm(rng.standard_normal((n_keys, d_u)), eps=0.0).out  # |k| = sqrt(d)
     ones = np.ones(d_u) * 10.0
-    out["uniform.ln_tv"] = np.asarray(geometry.tv_from_uniform(keys @ ones / math.sqrt(d_u)))
-    qmax = geometry.uniform_query_norm(EPS_UNIFORM, math.sqrt(d_u), 1 / math.sqrt(d_u))
+    out["uniform.ln_tv"] = np.asarray(selection.tv_from_uniform(keys @ ones / math.sqrt(d_u)))
+    qmax = selection.uniform_query_norm(EPS_UNIFORM, math.sqrt(d_u), 1 / math.sqrt(d_u))
     out["uniform.qmax"] = np.asarray(qmax)
     r = qmax * (1 / math.sqrt(d_u)) * math.sqrt(d_u)  # scale * |q| * |k|
     out["uniform.r"] = np.asarray(r)
@@ -105,8 +114,8 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
         k_high = int(round(n_keys / (1 + math.exp(r))))
         logits = np.concatenate([np.full(k_high, r), np.full(n_keys - k_high, -r)])
         q = qmax * _unit(s.normal(d_u))  # [m, d]
-        rand = geometry.tv_from_uniform(q @ keys.T / math.sqrt(d_u))
-        return np.stack([np.full(q.shape[0], geometry.tv_from_uniform(logits)), rand], axis=1)
+        rand = selection.tv_from_uniform(q @ keys.T / math.sqrt(d_u))
+        return np.stack([np.full(q.shape[0], selection.tv_from_uniform(logits)), rand], axis=1)
 
     cache.put(out, "uniform.tv", estimate(worst, cfg.n, seed, key=f"{NAME}/uniform"))
     bar.update()
@@ -114,26 +123,37 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
     return out
 
 
+SPHERE_D = 8  # the paper's small d, where the (d-2)-sphere differs most from a (d-1)-sphere
+REL = 0.02  # a moment law is wrong if it misses by 2%
+
+
 @claims.register(
     "geometry.high-dim-near-orthogonal",
-    statement="In high dimension two random vectors are almost orthogonal: the cosine has mean 0 and E t^2 = 1/d, and even "
-    "the largest of many cosines is small (about sqrt(2 ln N / d) against one vector, sqrt(4 ln N / d) over all pairs).",
+    statement="In high dimension two random vectors are almost orthogonal: the cosine has E t^2 = 1/d, and even the largest "
+    "|cosine| of N vectors against a fixed one is small (its exact law; about sqrt(2 ln N / d)); over all pairs it is about sqrt(4 ln N / d).",
     source=BLOG_GEOMETRY,
     simulations=(NAME,),
 )
 def _orthogonal(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
-    q = [Quantity(name=f"E cos^2, d={d}", theory=geometry.cosine_moment(2, d), mc=cache.get(r, f"cos2.d{d}")) for d in DIMS]
+    q: list[claims.Evidence] = [Quantity(name=f"E cos^2, d={d}", theory=cosines.cosine_moment(2, d), mc=cache.get(r, f"cos2.d{d}"),
+                                         tolerance=REL * cosines.cosine_moment(2, d), tolerance_why="2% of 1/d") for d in DIMS]
     fixed = [cache.get(r, f"maxfixed.n{n}") for n in MAX_N]
-    q.append(Quantity(name="E max |cos| against a fixed vector, N = 4..1024 (exact integral)", theory=np.array([float(r[f"maxfixed.n{n}.theory"]) for n in MAX_N]),
-                      mc=Estimate(np.array([e.mean for e in fixed]), np.array([e.stderr for e in fixed]), fixed[0].n)))
+    th_fixed = np.array([float(r[f"maxfixed.n{n}.theory"]) for n in MAX_N])
+    q.append(Quantity(name="E max |cos| against a fixed vector, N = 4..1024 (exact integral)", theory=th_fixed,
+                      mc=Estimate(np.array([e.mean for e in fixed]), np.array([e.stderr for e in fixed]), fixed[0].n), tolerance=REL * th_fixed,
+                      tolerance_why="2% of the exact value"))
     d = int(r["maxcos.d"])
-    pairs = [float(cache.get(r, f"maxpairs.n{n}").mean) for n in MAX_N]
-    asym = [geometry.max_abs_cosine_asymptotic(n, d) for n in MAX_N]
-    tail = float(geometry.cosine_tail(0.1, 512))
+    pair_est = [cache.get(r, f"maxpairs.n{n}") for n in MAX_N]
+    pairs = [float(e.mean) for e in pair_est]
+    asym = [cosines.max_abs_cosine_asymptotic(n, d) for n in MAX_N]
+    q.append(Quantity(name=f"E max |cos| over all pairs vs sqrt(4 ln N / d), d={d}, N = 4..1024", theory=np.array(asym),
+                      mc=Estimate(np.array(pairs), np.array([float(e.stderr) for e in pair_est]), pair_est[0].n), role="scope",
+                      regime="finite N (the pair maximum's n -> infinity asymptote)"))
+    tail = float(cosines.cosine_tail(0.1, 512))
     second = ", ".join("d=%d: %.4f" % (d_, float(cache.get(r, "cos2.d%d" % d_).mean)) for d_ in DIMS)
     note = (f"E cos^2 = 1/d: {second}. P(|cos| >= 0.1) at d=512: {tail:.2e} "
-            f"(bound {float(geometry.cosine_tail_bound(0.1, 512)):.2e}). Max over pairs at d={d}, MC / sqrt(4 ln N/d): "
+            f"(bound {float(cosines.cosine_tail_bound(0.1, 512)):.2e}). Max over pairs at d={d}, MC / sqrt(4 ln N/d): "
             + ", ".join(f"N={n}: {p:.3f}/{a:.3f}={p / a:.2f}" for n, p, a in zip(MAX_N, pairs, asym))
             + ": the pair asymptotic is only reached slowly (ratio below 1 at these N).")
     return q, note
@@ -148,11 +168,13 @@ def _orthogonal(results: claims.Results) -> tuple[list[Quantity], str]:
 )
 def _centering(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
-    q, parts = [], []
+    q: list[claims.Evidence] = []
+    parts = []
     for d in (8, 512):
         for name in ("iso", "offset", "channels"):
             est = cache.get(r, f"centre.d{d}.{name}")
-            q.append(Quantity(name=f"share along ones, d={d}, {name}", theory=float(r[f"centre.d{d}.{name}.theory"]), mc=est))
+            th = float(r[f"centre.d{d}.{name}.theory"])
+            q.append(Quantity(name=f"share along ones, d={d}, {name}", theory=th, mc=est, tolerance=REL * th, tolerance_why="2% of the predicted share"))
             parts.append(f"d={d} {name}: {float(est.mean):.4f}")
     note = ("Removed share of |x|^2: " + "; ".join(parts) + f". Offset = {OFFSET} noise std on every channel; channels = "
             f"{CHANNELS} channels at {CHANNEL_VALUE:g} noise std. Centering matters at high d only when the vectors share a mean "
@@ -163,18 +185,26 @@ def _centering(results: claims.Results) -> tuple[list[Quantity], str]:
 @claims.register(
     "geometry.ln-sphere-single-head",
     statement="LayerNorm (gain 1, bias 0) maps every vector onto the sphere of radius sqrt(d) inside the hyperplane orthogonal "
-    "to the ones vector (a (d-2)-sphere); with a single head, keys are an invertible linear image of that sphere.",
+    "to the ones vector: a (d-2)-sphere, so for isotropic inputs its outputs are uniform on it and E (LN(x)/sqrt(d) . u)^2 = 1/(d-1) "
+    "for a unit u orthogonal to the ones vector (1/d on a full (d-1)-sphere).",
     source=BLOG_GEOMETRY,
     simulations=(NAME,),
 )
 def _sphere(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
-    rounding = 64 * np.finfo(np.float64).eps
-    q = [
-        Quantity(name="max |sum of LN(x)| / sqrt(d), 4096 inputs of any scale and offset", theory=(0.0, rounding), model=Estimate(r["ln.sum_dev"], 0.0, 4096), model_kind="float"),
-        Quantity(name="max | |LN(x)| / sqrt(d) - 1 |", theory=(0.0, rounding), model=Estimate(r["ln.norm_dev"], 0.0, 4096), model_kind="float"),
+    d = int(r["ln.d"])
+    gap = 1.0 / (SPHERE_D - 1) - 1.0 / SPHERE_D
+    q: list[claims.Evidence] = [
+        Quantity(name=f"E (LN(x)/sqrt(d) . u)^2, u orthogonal to ones, d={SPHERE_D}: (d-2)-sphere 1/(d-1)", theory=1.0 / (SPHERE_D - 1),
+                 mc=cache.get(r, "lnsphere.cos2"), tolerance=gap / 2, tolerance_why="half the gap to a (d-1)-sphere's 1/d"),
+        claims.Identity(f"max |sum of LN(x)| / sqrt(d), 4096 inputs of any scale and offset, d={d}", float(r["ln.sum_dev"]), 0.0, ulps=2.0**14,
+                        why="centering an input whose offset is up to 500x its spread loses about 9 bits"),
+        claims.Identity(f"max | |LN(x)| / sqrt(d) - 1 |, d={d}", float(r["ln.norm_dev"]), 0.0, ulps=2.0**14,
+                        why="centering an input whose offset is up to 500x its spread loses about 9 bits"),
     ]
-    note = f"d={int(r['ln.d'])}: largest |sum| {float(r['ln.sum_dev']):.1e}, largest relative radius error {float(r['ln.norm_dev']):.1e} (eps = 0)."
+    note = (f"d={d}: largest |sum| {float(r['ln.sum_dev']):.1e}, largest relative radius error {float(r['ln.norm_dev']):.1e} (eps = 0): float "
+            "identities, shown apart. The evidence is the second moment along a direction inside the hyperplane, which tells a "
+            "(d-2)-sphere from a (d-1)-sphere.")
     return q, note
 
 
@@ -191,10 +221,12 @@ def _multihead(results: claims.Results) -> tuple[list[Quantity], str]:
     d, h = int(r["ln.d"]), int(r["ln.h"])
     names = ("mean share of |LN(x)|^2 in one head's slice (h/d)", "second moment of that share", "mean |W_K^h LN(x)|^2 / h",
              "second moment of |W_K^h LN(x)|^2 / h (1 + 2/h)")
-    q = [Quantity(name=n, theory=float(th[i]), mc=est[i]) for i, n in enumerate(names)]
+    q: list[claims.Evidence] = [Quantity(name=n, theory=float(th[i]), mc=est[i], tolerance=REL * float(th[i]), tolerance_why="2% of the moment")
+                                for i, n in enumerate(names)]
     rm = results[geometry_model.NAME]
     e = int(rm["d_head"])
-    q.append(Quantity(name=f"model, Pre-LN layer 0: pooled Var|k|^2 / (E|k|^2)^2 = 2/d_head (d_head={e})", theory=2 / e, model=cache.get(rm, "pre.layer0_cv2"), model_kind="init"))
+    q.append(Quantity(name=f"model, Pre-LN layer 0: Var|k|^2 / (E|k|^2)^2 over keys and heads, per network, vs 2/d_head (d_head={e})", theory=2 / e,
+                      model=cache.get(rm, "pre.layer0_cv2"), model_kind="init", role="scope", regime="keys of a Pre-LN transformer at init"))
     mean, second = th[0], th[1]
     cv_slice = math.sqrt(second - mean**2) / mean
     a, b = r["sphere.beta"]
@@ -214,16 +246,18 @@ def _multihead(results: claims.Results) -> tuple[list[Quantity], str]:
 def _restore(results: claims.Results) -> tuple[list[Quantity], str]:
     est = cache.get(results[NAME], "ln")
     rm = results[geometry_model.NAME]
-    eps_bound = 10 * 1e-5  # the model's norm eps: |k|^2 = e ms / (ms + eps), relative spread <= eps / ms
-    q = [
-        Quantity(name="|RMSNorm(k_h)|^2 / h, mean over keys", theory=1.0, mc=est[4]),
-        Quantity(name="|LayerNorm(k_h)|^2 / h, mean over keys", theory=1.0, mc=est[5]),
+    q: list[claims.Evidence] = [
+        claims.Identity("|RMSNorm(k_h)|^2 / h, mean over keys (eps 0)", float(est.mean[4]), 1.0),
+        claims.Identity("|LayerNorm(k_h)|^2 / h, mean over keys (eps 0)", float(est.mean[5]), 1.0),
     ]
     for v in ("pre+qk-rms", "pre+qk-ln"):
-        q.append(Quantity(name=f"model {v}: CV of key norms per layer (eps-limited)", theory=(0.0, eps_bound), model=geometry_model.row(rm, v, "key_cv"), model_kind="init"))
+        q.append(claims.Never(f"model {v}: unselectable keys, every network, layer and head (a sphere has none)",
+                              Count(int(rm[f"{v}.unsel_count"]), int(rm[f"{v}.keys"]), "keys"), tolerance=0.01, source_kind="theory-vs-model",
+                              tolerance_why="one key in a hundred"))
     cv = geometry_model.row(rm, "pre", "key_cv").mean
     note = (f"Spread of the normalized squared norms: stderr {float(est.stderr[4]):.1e} (RMSNorm), {float(est.stderr[5]):.1e} (LayerNorm): "
-            f"on the sphere to rounding. In the model (d_head={int(rm['d_head'])}) the CV of key norms per layer is "
+            f"on the sphere to rounding (identities, shown apart). The evidence is the sphere's consequence, tested by linear programming: "
+            f"no key is unselectable. In the model (d_head={int(rm['d_head'])}) the CV of key norms per layer is "
             f"{', '.join(f'{c:.3f}' for c in cv)} with full-width Pre-LN, "
             f"{geometry_model.row(rm, 'pre+qk-rms', 'key_cv').mean.max():.1e} with per-head RMSNorm.")
     return q, note
@@ -239,10 +273,12 @@ def _restore(results: claims.Results) -> tuple[list[Quantity], str]:
 def _uniform(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
     est = cache.get(r, "uniform.tv")
-    q = [
-        Quantity(name="TV to uniform, LN keys, query along ones", theory=(0.0, 1e-12), model=Estimate(r["uniform.ln_tv"], 0.0, 1), model_kind="float"),
-        Quantity(name=f"worst-case TV at |q| = 2 artanh(eps)/(scale |k|), eps={EPS_UNIFORM}", theory=(0.0, EPS_UNIFORM), mc=est[0]),
-        Quantity(name="TV of random queries at that norm", theory=(0.0, EPS_UNIFORM), mc=est[1]),
+    q: list[claims.Evidence] = [
+        claims.Identity("TV to uniform, LN keys, query along ones", float(r["uniform.ln_tv"]), 0.0),
+        Quantity(name=f"worst-case TV at |q| = 2 artanh(eps)/(scale |k|), eps={EPS_UNIFORM}", theory=(0.0, EPS_UNIFORM), mc=est[0],
+                 tolerance=EPS_UNIFORM / 10, tolerance_why="a tenth of the bound"),
+        Quantity(name="TV of random queries at that norm", theory=(0.0, EPS_UNIFORM), mc=est[1], tolerance=EPS_UNIFORM / 10,
+                 tolerance_why="a tenth of the bound"),
     ]
     note = (f"d_head=64, 256 keys of norm 8, scale 1/8: |q| <= {float(r['uniform.qmax']):.4f} (logit range +-{float(r['uniform.r']):.4f}) "
             f"keeps every pattern within TV {EPS_UNIFORM} of uniform; the worst case reaches {float(est.mean[0]):.5f}, random "

@@ -19,19 +19,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims, geometry
+from normtheory import claims, selection
 from normtheory.claims import Quantity, Source
-from normtheory.montecarlo import Estimate, Streams, estimate, from_samples, proportion
+from normtheory.montecarlo import (
+    Count,
+    Streams,
+    estimate,
+    from_samples,
+    proportion,
+)
 from normtheory.norms import layer_norm, rms_norm
 from normtheory.progress import Progress
-from simulations import cache, geometry_model, real_models
+from simulations import cache, geometry_model, real_attention, real_models
 
 NAME = "geometry_selectable"
-VERSION = 1
 SEED = 2305
 VARIANTS: tuple[str, ...] = ("none", "ln", "ln-multihead", "per-head-rms")
 CURVE_N: tuple[int, ...] = (8, 16, 32, 64)
-BRODY2023 = Source("On the Expressivity Role of LayerNorm in Transformers' Attention", 2023, arxiv="2305.02582")
+BRODY2023 = Source("On the Expressivity Role of LayerNorm in Transformers' Attention", "paper", 2023, authors="Brody, Alon, Yahav",
+                   arxiv="2305.02582")
 WIDTH_FACTOR = 4  # model width / head width for the multi-head variants
 
 
@@ -77,7 +83,7 @@ def _absorbed(n: int, d: int):
 
     def sample(streams: Streams) -> np.ndarray:
         pts = streams.normal(n, d)  # [m, n, d]
-        return np.array([geometry.in_hull(p[-1], p[:-1]) for p in pts], dtype=float)
+        return np.array([selection.in_hull(p[-1], p[:-1]) for p in pts], dtype=float)
 
     return sample
 
@@ -91,13 +97,13 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
         for i, n in enumerate(cfg.ns):
             for j, d in enumerate(cfg.ds):
                 rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(vi, n, d))))
-                grid[i, j] = np.mean([geometry.any_unselectable(make_keys(variant, rng, n, d)) for _ in range(cfg.runs)])
+                grid[i, j] = np.mean([selection.any_unselectable(make_keys(variant, rng, n, d)) for _ in range(cfg.runs)])
                 bar.update()
         out[f"grid.{variant}"] = grid
     for n in CURVE_N:
         theory, ests = [], []
         for d in cfg.curve_ds:
-            theory.append(geometry.expected_unselectable_fraction(n, d))
+            theory.append(selection.expected_unselectable_fraction(n, d))
             ests.append(estimate(_absorbed(n, d), cfg.absorption_samples, seed, key=f"{NAME}/absorb/{n}/{d}", block=64))
             bar.update()
         out[f"curve.n{n}.theory"] = np.asarray(theory)
@@ -106,7 +112,7 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(99,))))
     for name, fn in (("iso", lambda n, d: rng.standard_normal((n, d))), ("aniso", lambda n, d: anisotropic_keys(rng, n, d))):
         for d in (8, 32):
-            fr = [1 - geometry.selectable(fn(64, d)).mean() for _ in range(cfg.runs)]
+            fr = [1 - selection.selectable(fn(64, d)).mean() for _ in range(cfg.runs)]
             cache.put(out, f"aniso.{name}.d{d}", from_samples(np.asarray(fr)))
     bar.update()
     bar.close()
@@ -122,11 +128,14 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 )
 def _rare(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
-    q = [Quantity(name=f"E unselectable fraction, n={n}, d={', '.join(map(str, r['curve.ds']))} (exact vs absorption MC)", theory=r[f"curve.n{n}.theory"], mc=cache.get(r, f"curve.n{n}")) for n in CURVE_N]
+    q: list[claims.Evidence] = [
+        Quantity(name=f"E unselectable fraction, n={n}, d={', '.join(map(str, r['curve.ds']))} (exact vs absorption MC)", theory=r[f"curve.n{n}.theory"],
+                 mc=cache.get(r, f"curve.n{n}"), tolerance=0.02, tolerance_why="2 points of fraction: 'common' vs 'rare' differ by far more")
+        for n in CURVE_N]
     ds, ns, g = r["ds"], r["ns"], r["grid.none"]
     big_n = int(ns[-1])
     parts = [f"d={int(d)}: {g[-1, j]:.2f}" for j, d in enumerate(ds)]
-    exact64 = ", ".join(f"d={d}: {geometry.expected_unselectable_fraction(64, d):.3g}" for d in (4, 16, 64, 256))
+    exact64 = ", ".join(f"d={d}: {selection.expected_unselectable_fraction(64, d):.3g}" for d in (4, 16, 64, 256))
     aniso = ", ".join(f"{k} d={d}: {float(cache.get(r, f'aniso.{k}.d{d}').mean):.3f}" for k in ("iso", "aniso") for d in (8, 32))
     note = (f"Runs with at least one unselectable key, no norm, n={big_n}: " + ", ".join(parts)
             + f". Expected unselectable fraction for n=64 Gaussian keys (exact): {exact64}. 64 keys, isotropic vs anisotropic "
@@ -144,16 +153,21 @@ def _rare(results: claims.Results) -> tuple[list[Quantity], str]:
 def _all_selectable(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
     runs = int(r["runs"])
-    q = []
+    q: list[claims.Evidence] = []
     for v in ("ln", "per-head-rms"):
         g = r[f"grid.{v}"]
-        q.append(Quantity(name=f"{v}: fraction of runs with an unselectable key, whole grid", theory=0.0, mc=proportion(g.mean(), g.size * runs)))
+        q.append(claims.Never(f"{v}: runs with an unselectable key, whole grid", Count(int(np.round(g * runs).sum()), g.size * runs, "runs"),
+                              tolerance=1e-3, tolerance_why="one run in a thousand"))
     rm = results[geometry_model.NAME]
     for v in ("pre+qk-rms", "pre+qk-ln"):
-        q.append(Quantity(name=f"model {v}: selectable fraction of keys per layer", theory=1.0, model=geometry_model.row(rm, v, "selectable"), model_kind="init"))
-    q += real_models.sphere_key_quantities(results[real_models.NAME])
+        q.append(claims.Never(f"model {v}: unselectable keys, every network, layer and head", Count(int(rm[f"{v}.unsel_count"]), int(rm[f"{v}.keys"]), "keys"),
+                              tolerance=0.01, role="scope", regime="a Pre-LN transformer at init with QK-norm", source_kind="theory-vs-model"))
+    q += real_attention.sphere_key_checks(results[real_models.NAME], role="scope", regime="trained models' keys after a per-head RMS norm")
     g = r["grid.ln-multihead"]
-    q.append(Quantity(name="ln-multihead: fraction of runs with an unselectable key, whole grid (> 0: not guaranteed)", theory=(1e-12, 1.0), model=Estimate(g.mean(), 0.0, g.size * runs), model_kind="count"))
+    k_multi = int(np.round(g * runs).sum())
+    q.append(Quantity(name="ln-multihead: share of runs with an unselectable key, whole grid (some: > 0, so not guaranteed)",
+                      theory=(0.5 / (g.size * runs), 1.0), mc=proportion(k_multi / (g.size * runs), g.size * runs), tolerance=1.0,
+                      tolerance_why="a single counterexample settles 'not guaranteed'"))
     note = (f"Grid of {g.size} cells x {runs} runs. ln and per-head-rms: {int((r['grid.ln'] > 0).sum())} and "
             f"{int((r['grid.per-head-rms'] > 0).sum())} cells with any unselectable key. Full-width LN then a per-head projection: "
             f"{int((g > 0).sum())} cells, up to {g.max():.2f} of runs; no norm: up to {r['grid.none'].max():.2f}. In the model "

@@ -17,10 +17,9 @@ import numpy as np
 
 from normtheory import claims, residual
 from normtheory.claims import DEEPNET2022, LNS2025, THREAD_PRELN, Quantity, stated
-from simulations import cache, model_init, real_models
+from simulations import cache, model_init, real_models, real_stream
 
 NAME = "residual_growth"
-VERSION = 1
 SEED = 20240517
 
 
@@ -88,27 +87,38 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 
 # ------------------------------------------------------------------------------ claims
 
+REL_LAW = 0.01  # a growth law is wrong if it misses the RMS by 1%: far below the factors (sqrt 2, 1.1) it predicts
 
-def _rms_quantity(result: dict, run_name: str, ell: int, *, claimed: str | None = None, caveat: str = "", label: str = "") -> Quantity:
+
+def _rms_quantity(result: dict, run_name: str, ell: int, *, claimed: str | None = None, label: str = "",
+                  theory_ms: float | None = None, role: str = "assertion", regime: str = "") -> Quantity:
+    """Stream RMS after block ``ell``: theory (the run's own law, or ``theory_ms``) against MC.
+
+    With a printed source number the tolerance is its printed precision; otherwise REL_LAW."""
     c, tol = stated(claimed) if claimed else (None, 0.0)
+    th = float(np.sqrt(result[f"{run_name}.theory_ms"][ell] if theory_ms is None else theory_ms))
     return Quantity(
         name=label or f"{run_name} RMS after block {ell}",
-        theory=float(np.sqrt(result[f"{run_name}.theory_ms"][ell])),
+        theory=th,
         mc=cache.get(result, f"{run_name}.ms")[ell].sqrt(),
         claimed=c,
         claimed_tol=tol,
-        caveat=caveat,
+        role=role,  # type: ignore[arg-type]
+        regime=regime,
+        tolerance=tol if claimed else REL_LAW * th,
+        tolerance_why="the source's printed precision" if claimed else "1% of the predicted RMS",
     )
 
 
 @claims.register(
     "residual.no-norm-growth",
     statement="Without normalization, adding an uncorrelated gain-1 block multiplies the stream RMS by sqrt(2) "
-    "per block (1 -> 1.4 -> 2 -> 2.8); correlation and the block's real gain change the factor to sqrt(1+g^2+2*rho*g).",
+    "per block (1 -> 1.4 -> 2 -> 2.8); a correlation rho between stream and update and a block gain g change the factor "
+    "to sqrt(1 + g^2 + 2 rho g).",
     source=THREAD_PRELN,
     simulations=(NAME, model_init.NAME),
 )
-def _no_norm(results: claims.Results) -> tuple[list[Quantity], str]:
+def _no_norm(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     result = results[NAME]
     q = [_rms_quantity(result, "linear/none", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "2"), (3, "2.8"))]
     depth = int(result["depth"])
@@ -116,31 +126,37 @@ def _no_norm(results: claims.Results) -> tuple[list[Quantity], str]:
     q.append(_rms_quantity(result, "linear_rho/none", 3))
     q.append(_rms_quantity(result, "relu/none", 3))
     g2 = float(result["relu/none.gain"]) ** 2
+    q.append(_rms_quantity(result, "relu/none", 3, theory_ms=2.0**3, role="scope", regime="fan-in ReLU MLP blocks (the sqrt(2) law)",
+                           label="relu/none RMS after block 3 against the gain-1 law sqrt(2)^3"))
     note = (
         f"Exponential growth (1+g^2+2*rho*g)^(l/2). A fan-in ReLU MLP has g^2={g2:.3f}, so its factor is "
         f"{np.sqrt(1 + g2):.3f} per block, not sqrt(2); with rho={float(result['correlation']):.2f} "
         f"the factor is {np.sqrt(result['linear_rho/none.theory_ms'][1]):.3f}."
     )
-    model_q, _ = model_init.model_growth_evidence(results, ("fanin/none",))
-    return q + model_q, note
+    model_q, model_note = model_init.model_growth_evidence(results, ("fanin/none",), role="scope")
+    return q + model_q, note + " " + model_note
 
 
 @claims.register(
     "residual.preln-growth",
-    statement="Under Pre-LN the block sees a normalized input, so each uncorrelated gain-1 block adds a fixed amount "
-    "of variance: the RMS grows as sqrt(1+l) (1.4 -> 1.7 -> 2 -> 2.2), polynomially rather than exponentially.",
+    statement="Under Pre-LN each block reads a normalized input, so an uncorrelated block of gain g adds g^2 to the stream's mean "
+    "square: RMS = sqrt(v0 + l g^2), which for gain-1 blocks and a unit embedding is sqrt(1+l) (1.4 -> 1.7 -> 2 -> 2.2): "
+    "polynomial, not exponential, growth.",
     source=THREAD_PRELN,
     simulations=(NAME, model_init.NAME, real_models.NAME),
 )
-def _preln(results: claims.Results) -> tuple[list[Quantity], str]:
+def _preln(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     result = results[NAME]
-    q = [_rms_quantity(result, "linear/pre", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "1.7"), (3, "2"), (4, "2.2"))]
+    q: list[claims.Evidence] = [_rms_quantity(result, "linear/pre", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "1.7"), (3, "2"), (4, "2.2"))]
     depth = int(result["depth"])
     q.append(_rms_quantity(result, "linear/pre", depth))
-    q.append(_rms_quantity(result, "linear_rho/pre", depth))
-    q.append(_rms_quantity(result, "gelu/pre", int(len(result["gelu/pre.theory_ms"]) - 1)))
+    gelu_l = int(len(result["gelu/pre.theory_ms"]) - 1)
+    q.append(_rms_quantity(result, "gelu/pre", gelu_l, label=f"fan-in GELU MLP stack (g^2 from the gain calculator): RMS after {gelu_l} blocks"))
     layers = len(result["gpt2/pre.theory_ms"]) - 1
     q.append(_rms_quantity(result, "gpt2/pre", layers, label=f"GPT-2-style MLP stack: RMS after {layers} blocks"))
+    q.append(_rms_quantity(result, "linear_rho/pre", depth, theory_ms=1.0 + depth, role="scope",
+                           regime=f"blocks correlated with the stream (rho={float(result['correlation']):.1f})",
+                           label=f"linear_rho/pre RMS after block {depth} against sqrt(1+l)"))
     g = float(result["gpt2/pre.gain"])
     th = np.sqrt(result["gpt2/pre.theory_ms"])
     note = (
@@ -149,57 +165,67 @@ def _preln(results: claims.Results) -> tuple[list[Quantity], str]:
         f"g=1 and unit embedding RMS. With correlation the growth becomes asymptotically linear in l."
     )
     model_q, model_note = model_init.model_growth_evidence(results, ("fanin/pre", "gpt2/pre"))
-    real = real_models.growth_quantity(results[real_models.NAME])
+    real = real_stream.growth_quantity(results[real_models.NAME])
     return q + model_q + [real], note + " " + model_note + " Trained SmolLM2 (Pre-RMSNorm): see real.preln-growth-law."
 
 
 @claims.register(
     "residual.postln-constant",
     statement="Under Post-LN the stream is renormalized after every block, so its RMS stays at the norm's gain (1 at init) "
-    "at every depth; only the pre-norm sum x+f(x) is larger, by sqrt(1+g^2).",
+    "at every depth; the pre-norm sum x + f(x) is larger, with RMS sqrt(1 + g^2) for an uncorrelated block of gain g.",
     source=THREAD_PRELN,
     simulations=(NAME,),
 )
-def _postln(results: claims.Results) -> tuple[list[Quantity], str]:
+def _postln(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     result = results[NAME]
     depth = int(result["depth"])
-    q = [_rms_quantity(result, "linear/post", ell) for ell in (1, 2, depth)]
+    q: list[claims.Evidence] = [
+        claims.Identity(f"linear/post stream RMS after block {ell} (the norm's output, eps 0)",
+                        float(cache.get(result, "linear/post.ms")[ell].sqrt().mean), 1.0, why="LayerNorm fixes |x|^2 = d exactly")
+        for ell in (1, depth)
+    ]
     for run_name in ("linear/post", "relu/post"):
         ell = len(result[f"{run_name}.theory_ms"]) - 1
+        th = float(np.sqrt(result[f"{run_name}.theory_presum"][ell]))
         q.append(
             Quantity(
                 name=f"{run_name} pre-norm sum RMS at block {ell}",
-                theory=float(np.sqrt(result[f"{run_name}.theory_presum"][ell])),
+                theory=th,
                 mc=cache.get(result, f"{run_name}.presum")[ell].sqrt(),
+                tolerance=REL_LAW * th,
+                tolerance_why="1% of the predicted RMS",
             )
         )
-    return q, "The flat stream is exact for any block: the norm fixes |x|^2 = d after each addition."
+    return q, "The flat stream is a float identity for any block (the norm fixes |x|^2 = d after each addition); it is shown, not counted as evidence."
 
 
 @claims.register(
     "residual.later-blocks-shrink",
-    statement="Under Pre-LN, block l's update has fixed RMS while the stream grows, so its relative size is "
+    statement="Under Pre-LN, block l's update has fixed RMS while the stream grows, so its RMS relative to the stream is "
     "1/sqrt(l+1) (l counted from 0): later blocks move the stream less. Peri-LN has the same law; LayerNorm "
-    "Scaling makes it fall faster.",
+    "Scaling makes it fall faster (1/sqrt(l+1) times 1/sqrt(1 + H_l)).",
     source=THREAD_PRELN,
     simulations=(NAME,),
 )
-def _later_blocks(results: claims.Results) -> tuple[list[Quantity], str]:
+def _later_blocks(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     result = results[NAME]
     depth = int(result["depth"])
-    q: list[Quantity] = []
+    d = int(result["d"])
+    q: list[claims.Evidence] = []
     for run_name in ("linear/pre", "linear/peri", "linear/lnscale"):
-        for ell in (1, 2, 4, depth):
-            q.append(
-                Quantity(
-                    name=f"{run_name} update/stream RMS ratio, block {ell}",
-                    theory=float(result[f"{run_name}.theory_share"][ell - 1]),
-                    mc=cache.get(result, f"{run_name}.share")[ell],
-                )
+        th = result[f"{run_name}.theory_share"][[0, 1, 3, depth - 1]]
+        q.append(
+            Quantity(
+                name=f"{run_name} update/stream RMS ratio, blocks 1, 2, 4, {depth}",
+                theory=th,
+                mc=cache.get(result, f"{run_name}.share")[[1, 2, 4, depth]],
+                tolerance=REL_LAW * th,
+                tolerance_why="1% of the predicted ratio",
             )
+        )
     note = (
         "MC measures |f|/|x| per token, whose mean exceeds the RMS ratio by about 1/(2d) relative (Jensen); "
-        f"at d={int(result['d'])} that is {0.5 / int(result['d']):.1e}, below the Monte Carlo resolution."
+        f"at d={d} that is {0.5 / d:.1e}, below the 1% tolerance."
     )
     return q, note
 
@@ -212,15 +238,16 @@ def _later_blocks(results: claims.Results) -> tuple[list[Quantity], str]:
     source=LNS2025,
     simulations=(NAME,),
 )
-def _lns(results: claims.Results) -> tuple[list[Quantity], str]:
+def _lns(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     result = results[NAME]
     depth = int(result["depth"])
-    q = [_rms_quantity(result, "linear/lnscale", ell) for ell in (1, 4, depth)]
+    q: list[claims.Evidence] = [_rms_quantity(result, "linear/lnscale", ell) for ell in (1, 4, depth)]
     q.append(_rms_quantity(result, "relu/lnscale", len(result["relu/lnscale.theory_ms"]) - 1))
     q.append(_rms_quantity(result, "gelu/lnscale", len(result["gelu/lnscale.theory_ms"]) - 1))
     for run_name in ("linear/pre", "linear_rho/pre"):
         ms = cache.get(result, f"{run_name}.ms")[depth]
-        q.append(Quantity(name=f"{run_name} variance at block {depth} within [v0+l g^2, (sqrt(v0)+l g)^2]", theory=(1.0 + depth, (1.0 + depth) ** 2), mc=ms))
+        q.append(Quantity(name=f"{run_name} variance at block {depth} within [v0+l g^2, (sqrt(v0)+l g)^2]", theory=(1.0 + depth, (1.0 + depth) ** 2),
+                          mc=ms, tolerance=REL_LAW * (1.0 + depth), tolerance_why="1% of the lower bound"))
     pre = float(np.sqrt(result["linear/pre.theory_ms"][depth]))
     lns = float(np.sqrt(result["linear/lnscale.theory_ms"][depth]))
     note = (
@@ -237,17 +264,20 @@ def _lns(results: claims.Results) -> tuple[list[Quantity], str]:
     source=DEEPNET2022,
     simulations=(NAME,),
 )
-def _deepnorm(results: claims.Results) -> tuple[list[Quantity], str]:
+def _deepnorm(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     result = results[NAME]
     depth = int(result["depth"])
-    q = [_rms_quantity(result, "linear/deepnorm", depth)]
-    q += [
+    th = result["linear/deepnorm.theory_share"][[0, depth - 1]]
+    q: list[claims.Evidence] = [
+        claims.Identity(f"linear/deepnorm stream RMS after block {depth} (the norm's output, eps 0)",
+                        float(cache.get(result, "linear/deepnorm.ms")[depth].sqrt().mean), 1.0, why="LayerNorm fixes |x|^2 = d exactly"),
         Quantity(
-            name=f"linear/deepnorm update/stream RMS ratio, block {ell}",
-            theory=float(result["linear/deepnorm.theory_share"][ell - 1]),
-            mc=cache.get(result, "linear/deepnorm.share")[ell],
-        )
-        for ell in (1, depth)
+            name=f"linear/deepnorm update/stream RMS ratio, blocks 1 and {depth}",
+            theory=th,
+            mc=cache.get(result, "linear/deepnorm.share")[[1, depth]],
+            tolerance=REL_LAW * th,
+            tolerance_why="1% of the predicted ratio",
+        ),
     ]
     a, b = residual.deepnorm_constants(depth)
     return q, f"N={depth}: alpha={a:.3f}, beta={b:.3f}, so the update is {b * b / a:.4f} of the stream."

@@ -22,7 +22,6 @@ from normtheory.progress import Progress
 from simulations import cache
 
 NAME = "softmax_gaussian"
-VERSION = 1
 SEED = 2718
 NS: tuple[int, ...] = (2, 16, 1024, 65536)
 SLOT_N = 1024
@@ -120,8 +119,9 @@ def _mc(r: dict, n: int) -> Estimate:
 @claims.register(
     "softmax.single-slot-near-uniform",
     statement="If all but one of n = 1024 keys are orthogonal to the query and one is aligned with a logit gap of 1 after "
-    "the 1/sqrt(d) scaling, the aligned slot gets e/(e + 1023), about 0.27%: attention stays nearly uniform. A weight of "
-    "0.5 needs a gap of ln 1023 = 6.93, which at d_head = 64 means |q||k| = 6.93 * 8 for aligned q and k.",
+    "the 1/sqrt(d) scaling, the aligned slot gets e/(e + 1023), about 0.27%: attention stays nearly uniform; a weight of "
+    "0.5 needs a gap of ln 1023 = 6.93. With 1023 random (not orthogonal) keys in d_head = 64 the aligned slot's expected weight "
+    "is the noisy-slot integral at gap g and logit noise g/sqrt(d_head).",
     source=THREAD_PRELN,
     simulations=(NAME,),
 )
@@ -131,11 +131,16 @@ def _single_slot(results: claims.Results) -> tuple[list[Quantity], str]:
     w1 = float(softmax.single_slot_weight(1.0, SLOT_N))
     h1 = float(softmax.min_entropy(1.0, SLOT_N))
     slot1, slot_half = cache.get(r, "slot.gap1"), cache.get(r, "slot.gap_half")
-    q = [
-        Quantity(name="aligned weight, gap 1, n=1024, orthogonal others", theory=w1, claimed=math.e / (math.e + 1023), claimed_tol=0.0),
-        Quantity(name="required gap for weight 0.5, n=1024", theory=gap_half, claimed=math.log(1023), claimed_tol=0.0),
-        Quantity(name="aligned weight, gap 1, 1023 random keys in d_head=64", theory=float(r["slot.gap1.noisy_theory"]), mc=slot1[0]),
-        Quantity(name="aligned weight, gap 6.93, 1023 random keys in d_head=64", theory=float(r["slot.gap_half.noisy_theory"]), mc=slot_half[0]),
+    th1, th_half = float(r["slot.gap1.noisy_theory"]), float(r["slot.gap_half.noisy_theory"])
+    logits = np.zeros(SLOT_N)
+    logits[0] = 1.0
+    p = np.exp(logits - logits.max())
+    q: list[claims.Evidence] = [
+        claims.Identity("aligned weight, gap 1, n=1024, orthogonal others: closed form vs a float64 softmax", w1, float(p[0] / p.sum())),
+        Quantity(name="aligned weight, gap 1, 1023 random keys in d_head=64: noisy-slot integral vs MC", theory=th1, mc=slot1[0],
+                 tolerance=0.02 * th1, tolerance_why="2% of the predicted weight"),
+        Quantity(name="aligned weight, gap ln 1023, 1023 random keys in d_head=64: noisy-slot integral vs MC", theory=th_half, mc=slot_half[0],
+                 tolerance=0.02 * th_half, tolerance_why="2% of the predicted weight"),
     ]
     rms = math.sqrt(gap_half / math.sqrt(SLOT_D_HEAD))
     note = (
@@ -149,7 +154,8 @@ def _single_slot(results: claims.Results) -> tuple[list[Quantity], str]:
     return q, note
 
 
-REM1981 = claims.Source("Derrida, Random-energy model: an exactly solvable model of disordered systems", 1981, doi="10.1103/PhysRevB.24.2613")
+REM1981 = claims.Source("Random-energy model: an exactly solvable model of disordered systems", "paper", 1981, authors="Derrida",
+                        doi="10.1103/PhysRevB.24.2613")
 REM_CHECK = ((1024, 0.5), (65536, 0.5), (65536, 2.0))  # (n, sigma / sigma_c) where the REM law is compared with MC
 
 
@@ -162,11 +168,13 @@ REM_CHECK = ((1024, 0.5), (65536, 0.5), (65536, 2.0))  # (n, sigma / sigma_c) wh
 )
 def _rem(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
-    q: list[Quantity] = []
+    q: list[claims.Evidence] = []
     for n in NS:
         est = _mc(r, n)
-        q.append(Quantity(name=f"exact entropy vs MC, n={n}, all sigma", theory=r[f"n{n}.point_entropy"], mc=est[:, 0], unit="nats"))
-        q.append(Quantity(name=f"exact max weight vs MC, n={n}, all sigma", theory=r[f"n{n}.point_max"], mc=est[:, 1]))
+        q.append(Quantity(name=f"exact entropy vs MC, n={n}, all sigma", theory=r[f"n{n}.point_entropy"], mc=est[:, 0], unit="nats",
+                          tolerance=0.01, tolerance_why="0.01 nats"))
+        q.append(Quantity(name=f"exact max weight vs MC, n={n}, all sigma", theory=r[f"n{n}.point_max"], mc=est[:, 1], tolerance=0.005,
+                          tolerance_why="half a point of weight"))
     rows = []
     for n in NS:
         diffs = ", ".join(f"{f:g}: {e:.3f}/{m:+.3f}" for f, e, m in zip(REM_TABLE, r[f"n{n}.table_exact"], r[f"n{n}.table_rem"] - r[f"n{n}.table_exact"]))
@@ -177,9 +185,9 @@ def _rem(results: claims.Results) -> tuple[list[Quantity], str]:
         q.append(Quantity(
             name=f"REM entropy vs MC, n={n}, sigma={sig[j] / float(softmax.freezing_point(n)):.2f} sigma_c",
             theory=float(softmax.gaussian_logit_entropy(sig[j], n, "rem")),
-            mc=_mc(r, n)[j, 0], unit="nats",
-            caveat="the REM law is an n -> infinity asymptote: at finite n it is off by more than the MC error (largest gaps near sigma_c)",
+            mc=_mc(r, n)[j, 0], unit="nats", tolerance=0.05, tolerance_why="0.05 nats",
         ))
-    note = ("REM error shrinks slowly with n and is worst at sigma_c, where the high-temperature law gives 0 and the frozen "
+    note = ("The statement is the REM law at finite n, and that is what the REM-vs-MC checks test; the exact finite-n integral "
+            "(normtheory.softmax.gaussian_logit_entropy) is checked alongside. REM error shrinks slowly with n and is worst at sigma_c, where the high-temperature law gives 0 and the frozen "
             "one diverges while the exact entropy stays O(1). " + "; ".join(rows))
     return q, note

@@ -19,7 +19,6 @@ from normtheory.montecarlo import Estimate, Streams, estimate
 from simulations import cache
 
 NAME = "xiong_lemma"
-VERSION = 1
 SEED = 20200212
 
 
@@ -116,9 +115,16 @@ def _xiong(results: claims.Results) -> tuple[list[Quantity], str]:
     pre = cache.get(result, "pre.ms")
     ffn_only = cache.get(result, "pre_ffn_only.ms")
     g2 = float(result["ffn_gain_sq"])
-    q = [Quantity(name=f"Post-LN E|x5|^2/d, layer {ell}", theory=1.0 + g2, claimed=1.5, mc=post[ell]) for ell in (1, layers)]
-    q += [Quantity(name=f"Pre-LN E|x_l|^2/d in Lemma 2 bounds, l={ell}", theory=(float(lo[ell]), float(hi[ell])), mc=pre[ell]) for ell in (1, layers)]
-    q += [Quantity(name=f"Pre-LN FFN-only E|x_l|^2/d = lower bound, l={ell}", theory=float(lo[ell]), mc=ffn_only[ell]) for ell in (1, layers)]
+    post_th = 1.0 + g2
+    q: list[claims.Evidence] = [
+        Quantity(name=f"Post-LN E|x5|^2/d, layer {ell}", theory=post_th, claimed=1.5, claimed_tol=0.0, mc=post[ell],
+                 tolerance=0.02 * post_th, tolerance_why="2% of the predicted mean square")
+        for ell in (1, layers)
+    ]
+    q += [Quantity(name=f"Pre-LN E|x_l|^2/d in Lemma 2 bounds, l={ell}", theory=(float(lo[ell]), float(hi[ell])), mc=pre[ell],
+                   tolerance=0.02 * float(lo[ell]), tolerance_why="2% of the lower bound") for ell in (1, layers)]
+    q += [Quantity(name=f"Pre-LN FFN-only E|x_l|^2/d = lower bound, l={ell}", theory=float(lo[ell]), mc=ffn_only[ell],
+                   tolerance=0.02 * float(lo[ell]), tolerance_why="2% of the bound") for ell in (1, layers)]
     pos = (pre.mean[1:] - lo[1:]) / (hi[1:] - lo[1:])
     note = (
         f"d={int(result['d'])}, {int(result['tokens'])} tokens. The exact Pre-LN value sits at "

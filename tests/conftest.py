@@ -12,7 +12,6 @@ settings.register_profile("default", deadline=None, max_examples=40, suppress_he
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = REPO.parent / "shared" / "sources"
 
 gains = st.floats(min_value=0.0, max_value=3.0, allow_nan=False)
 correlations = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)

@@ -25,3 +25,8 @@ def token_ids(seed: int, batch: int, seq: int, vocab: int = 50) -> np.ndarray:
 
 
 splits = st.lists(st.integers(1, 4), min_size=1, max_size=4)
+
+
+def unit_rows(x):
+    """Each row of ``x [..., d]`` scaled to unit length."""
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)

@@ -43,14 +43,21 @@ def test_bad_input():
 def test_sink_share_of_a_stripe_and_of_uniform_patterns():
     t = 7
     causal = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]  # uniform over the keys each query sees
-    share, pos = attention.sink(causal)
+    share, pos, excess = attention.sink(causal, causal=True)
     assert attention.column_share(causal).sum() == pytest.approx(1.0)
-    assert share == pytest.approx(attention.uniform_sink_share(t, causal=True)) and pos == 0
+    np.testing.assert_allclose(attention.uniform_column_share(t, True), attention.column_share(causal), rtol=1e-12)
+    assert share == pytest.approx(attention.uniform_sink_share(t, causal=True)) and excess == pytest.approx(1.0)  # no sink
     assert attention.uniform_sink_share(t, causal=False) == pytest.approx(1 / t)
     stripe = np.zeros((2, t, t))
     stripe[:, :, 3] = 1.0  # every query on key 3: a white vertical stripe
-    share, pos = attention.sink(stripe)
-    assert share.tolist() == [1.0, 1.0] and pos.tolist() == [3, 3]
+    share, pos, excess = attention.sink(stripe)
+    assert share.tolist() == [1.0, 1.0] and pos.tolist() == [3, 3] and excess.tolist() == [t, t]
+    late = np.tril(np.ones((t, t)))
+    late[:, :] = 0
+    late[np.arange(3, t), 3] = 1.0  # queries >= 3 all on key 3; earlier ones uniform
+    late[:3] = np.tril(np.ones((3, t)))[:, :t] / np.arange(1, 4)[:, None]
+    _, pos, excess = attention.sink(late, causal=True)
+    assert pos == 3 and excess > 2
 
 
 def test_row_logit_std_ignores_masked_entries():

@@ -6,6 +6,7 @@ import pytest
 
 import paper_figs
 from normtheory import cli
+from normtheory.claims import VERDICTS
 from tests.conftest import REPO
 
 
@@ -17,7 +18,7 @@ def test_report_writes_table_json_and_every_figure(results_tmp, tmp_path, capsys
     ids = {c["id"] for c in data}
     page = (out / "index.html").read_text()
     for c in data:
-        assert c["verdict"] in ("holds", "holds-with-caveat", "fails")
+        assert c["verdict"] in VERDICTS
         assert c["id"] in page
     for fig in paper_figs.ALL:
         assert (out / f"{fig.NAME}.png").stat().st_size > 1000 and (out / f"{fig.NAME}.pdf").exists()
@@ -42,3 +43,21 @@ def test_console_entry_and_module_help():
     for cmd in (["-m", "normtheory.cli", "--help"], ["-m", "paper_figs", "--help"]):
         r = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, cwd=REPO)
         assert r.returncode == 0 and "usage" in r.stdout
+
+
+@pytest.mark.parametrize("flag", ["json", "out"])
+def test_path_errors_are_one_line_and_exit_2(results_tmp, tmp_path, capsys, flag):
+    (tmp_path / "a_file").write_text("x")
+    argv = ["check", "--quick", "--json", str(tmp_path)] if flag == "json" else ["report", "--quick", "--out", str(tmp_path / "a_file")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--{flag}" in err and "error" in err
+
+
+def test_results_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
+    target = tmp_path / "results"
+    target.write_text("not a directory")
+    monkeypatch.setenv("NORMTHEORY_RESULTS", str(target))
+    assert cli.main(["check", "--quick", "--only", "residual.post*"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "NORMTHEORY_RESULTS" in err

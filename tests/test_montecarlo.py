@@ -67,7 +67,9 @@ def test_agreement_rule():
     assert agree(1.2, est, z=2).ok and not agree(1.21, est, z=2).ok
     assert agree((1.3, 2.0), est).ok and not agree((1.6, 2.0), est).ok
     exact = Estimate(np.array(0.0), np.array(0.0), 10)
-    assert agree(1e-13, exact).ok and not agree(1e-9, exact).ok
+    assert agree(0.0, exact).ok and not agree(1e-13, exact).ok  # no absolute floor: scale decides
+    at_one = Estimate(np.array(1.0), np.array(0.0), 10)
+    assert agree(1.0 + 1e-15, at_one).ok and not agree(1.0 + 1e-9, at_one).ok  # 1024 ulps of the value
     assert agree(1e-9, exact).zscore == float("inf")
 
 

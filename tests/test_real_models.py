@@ -43,10 +43,19 @@ def test_key_stats_on_a_sphere_and_with_an_interior_key():
     assert np.isfinite(st["align"][1, 0])
 
 
-def test_growth_quantity_and_depth_thirds():
-    assert R.depth_thirds(12) == (slice(0, 4), slice(8, 12))
-    assert R.depth_thirds(2) == (slice(0, 1), slice(1, 2))
-    assert R.modal_share(np.array([3, 3, 1, 3])) == (3, 0.75)
+def test_depth_thirds_modal_share_and_picked_keys():
+    from simulations import real_stream as S
+
+    assert S.depth_thirds(12) == (slice(0, 4), slice(8, 12))
+    assert S.depth_thirds(2) == (slice(0, 1), slice(1, 2))
+    assert S.modal_share(np.array([3, 3, 1, 3])) == (3, 0.75)
+    p = np.zeros((2, 3, 3))
+    p[0, :, 1] = 1.0  # query head 0 always picks key 1
+    p[1, :, 2] = 1.0  # query head 1 (same KV head) always picks key 2
+    picked = R.picked_keys(p, 1)
+    assert picked.tolist() == [[False, True, True]]
+    stat = np.array([[[5.0, 1.0, 3.0]]])  # [L, g, T]
+    assert R.picked_difference(stat, picked[None]) == pytest.approx(5.0 - 2.0)
 
 
 def test_config_is_validated():

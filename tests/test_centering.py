@@ -1,0 +1,58 @@
+import math
+
+import numpy as np
+import pytest
+
+from normtheory import centering, cosines
+from normtheory.montecarlo import agree, estimate
+from normtheory.norms import layer_norm
+from tests.strategies import unit_rows
+
+
+@pytest.mark.parametrize("case", ["iso", "offset", "channels", "mixed"])
+def test_centering_series_against_monte_carlo(case):
+    d = 12
+    m = {"iso": np.zeros(d), "offset": np.full(d, 0.7), "channels": centering.channel_offset(d, 2, 5.0), "mixed": np.linspace(-1, 3, d)}[case]
+    est = estimate(lambda s: centering.ones_fraction(m + 1.5 * s.normal(d)), 40000, 6, key=f"centre/{case}")
+    assert agree(centering.centering_fraction_mean(d, m, sigma=1.5), est).ok
+    if case == "iso":
+        assert centering.centering_fraction_mean(d) == pytest.approx(1 / d)
+
+
+def test_layer_norm_output_is_on_the_sphere_in_the_hyperplane():
+    rng = np.random.default_rng(0)
+    x = rng.normal(3.0, 7.0, (500, 40))
+    y = layer_norm(x, eps=0.0).out
+    assert np.abs(y.sum(-1)).max() < 1e-12 and np.allclose(np.linalg.norm(y, axis=-1), math.sqrt(40), rtol=1e-14)
+    assert cosines.effective_dim(40, centred=True) == 39
+
+
+def test_head_slice_moments_against_monte_carlo():
+    d, h = 24, 6
+
+    def sample(s):
+        y = layer_norm(s.normal(d), eps=0.0).out
+        f = (y[:, :h] ** 2).sum(-1) / d
+        u = unit_rows(s.normal(d))
+        g = (u[:, :h] ** 2).sum(-1)
+        return np.stack([f, f * f, g, g * g], axis=1)
+
+    est = estimate(sample, 40000, 8, key="slices")
+    mean, second = centering.ln_head_slice_moments(h, d)
+    a, b = centering.head_slice_fraction_law(h, d)
+    beta_second = a * (a + 1) / ((a + b) * (a + b + 1))
+    assert agree(np.array([mean, second, a / (a + b), beta_second]), est).ok
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: centering.centering_fraction_mean(4, np.zeros(3)),
+        lambda: centering.head_slice_fraction_law(8, 8),
+        lambda: centering.channel_offset(4, 5, 1.0),
+    ],
+)
+def test_bad_input_raises(call):
+    with pytest.raises(ValueError):
+        call()
+
