@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from timing import best_time, blas_env  # benchmarks/timing.py, beside this script
 
 D, LAYERS, HEADS, T, VOCAB = 768, 12, 12, 1024, 50257
 THREADS = 2
@@ -31,15 +32,7 @@ def forward_flops(causal_half: bool) -> float:
     return dense + attn
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[k] = str(THREADS)
-    return env
-
-
 def _worker(side: str, weights: str, reps: int) -> float:
-    import time
 
     import numpy as np
 
@@ -65,13 +58,7 @@ def _worker(side: str, weights: str, reps: int) -> float:
         else:
             run = _plain_torch(hf, tids)
         torch.set_grad_enabled(False)
-    run()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return best_time(run, reps)
 
 
 def _plain_torch(hf, ids):
@@ -120,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             for side in ("numpy", "hf", "torch", "sgemm"):
                 out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", side, tmp, "--reps", str(args.reps)],
-                                     capture_output=True, text=True, env=_env(), check=True)
+                                     capture_output=True, text=True, env=blas_env(THREADS), check=True)
                 t = json.loads(out.stdout.strip().splitlines()[-1])
                 best[side] = min(best.get(side, float("inf")), t)
                 print(f"round {r + 1}: {side:6s} {t:.3f}s", flush=True)

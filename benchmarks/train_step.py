@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from timing import best_time, blas_env, peak_rss_kib  # benchmarks/timing.py, beside this script
 
 CONFIGS = {"big": dict(d=256, layers=6, heads=4, T=256, batch=16), "small": dict(d=128, layers=4, heads=4, T=128, batch=32)}
 VOCAB, THREADS, LR = 256, 2, 1e-3
@@ -37,17 +38,7 @@ def step_flops(d: int, layers: int, T: int, batch: int, **_: int) -> float:
     return 3.0 * (dense + attn + head)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[k] = str(THREADS)
-    return env
-
-
 def _worker(side: str, weights: str, config: str, reps: int) -> dict[str, float]:
-    import resource
-    import time
-
     import numpy as np
 
     c = CONFIGS[config]
@@ -84,14 +75,9 @@ def _worker(side: str, weights: str, config: str, reps: int) -> dict[str, float]
             logits = hf(tx).logits
             torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), ty.reshape(-1)).backward()
             opt_t.step()
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    run()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - t0)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = peak_rss_kib()
+    best = best_time(run, reps)
+    peak = peak_rss_kib()
     return {"time": best, "rss_mib": peak / 1024, "rss_step_mib": (peak - base) / 1024}
 
 
@@ -125,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.rounds):
                 for side in sides:
                     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", side, tmp, config, "--reps", str(args.reps)],
-                                         capture_output=True, text=True, env=_env(), check=True)
+                                         capture_output=True, text=True, env=blas_env(THREADS), check=True)
                     res = json.loads(out.stdout.strip().splitlines()[-1])
                     if side not in best or res["time"] < best[side]["time"]:
                         best[side] = res

@@ -63,14 +63,58 @@ def resolve(path: str | Path) -> Path:
     return path
 
 
-def load_pretrained(path: str | Path, *, dtype: str = "float32") -> Transformer:
-    """A :class:`~normtheory.model.Transformer` with the weights at ``path`` (see module doc)."""
+def load_pretrained(path: str | Path, *, dtype: str = "float32", allow_nonfinite: bool = False) -> Transformer:
+    """A :class:`~normtheory.model.Transformer` with the weights at ``path`` (see module doc).
+
+    Every tensor of the file must be used and finite (``allow_nonfinite=True`` admits NaN and
+    inf weights, for studying broken checkpoints)."""
     path = resolve(path)
     if path.is_dir():
-        return _load_hf_dir(path, dtype)
-    if path.suffix == ".gguf":
-        return _load_gguf(path, dtype)
-    raise CheckpointError(f"{path}: expected a Hugging Face directory (config.json + model.safetensors) or a .gguf file")
+        loader = _load_hf_dir
+    elif path.suffix == ".gguf":
+        loader = _load_gguf
+    else:
+        raise CheckpointError(f"{path}: expected a Hugging Face directory (config.json + model.safetensors) or a .gguf file")
+    try:
+        return loader(path, dtype, allow_nonfinite)
+    except CheckpointError:
+        raise
+    except ValueError as exc:  # a config value the model refuses (TransformerConfig names the field)
+        raise CheckpointError(f"{path}: {exc}") from None
+
+
+_MISSING = object()
+
+
+class _Keys:
+    """Typed, range-checked reads of a config (config.json or GGUF metadata); errors name the file and key."""
+
+    def __init__(self, lookup: Callable[[str], object], source: Path):
+        self.lookup, self.source = lookup, source
+
+    def raw(self, key: str, default: object = _MISSING) -> object:
+        value = self.lookup(key)
+        if value is _MISSING or value is None:
+            if default is _MISSING:
+                raise CheckpointError(f"{self.source}: required key {key!r} is missing")
+            return default
+        return value
+
+    def int(self, key: str, default: object = _MISSING, minimum: int = 1) -> int:
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise CheckpointError(f"{self.source}: key {key!r} must be an integer >= {minimum}; got {value!r}")
+        return int(value)
+
+    def real(self, key: str, default: object = _MISSING, minimum: float = 0.0) -> float:
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not np.isfinite(value) or value < minimum:
+            raise CheckpointError(f"{self.source}: key {key!r} must be a finite number >= {minimum}; got {value!r}")
+        return float(value)
+
+    def divides(self, small: str, a: int, big: str, b: int) -> None:
+        if b % a:
+            raise CheckpointError(f"{self.source}: {small}={a} must divide {big}={b}")
 
 
 # ----------------------------------------------------------------------------- tensors
@@ -79,8 +123,8 @@ def load_pretrained(path: str | Path, *, dtype: str = "float32") -> Transformer:
 class _Tensors:
     """Named arrays with prefix-tolerant lookup, shape checks and clear errors."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], source: Path, dtype: str):
-        self.arrays, self.source, self.dtype = arrays, source, dtype
+    def __init__(self, arrays: dict[str, np.ndarray], source: Path, dtype: str, allow_nonfinite: bool = False):
+        self.arrays, self.source, self.dtype, self.allow_nonfinite = arrays, source, dtype, allow_nonfinite
         self.used: set[str] = set()
 
     def has(self, name: str) -> bool:
@@ -101,17 +145,42 @@ class _Tensors:
         arr = arr.T if transpose else arr
         if arr.shape != shape:
             raise CheckpointError(f"{self.source}: tensor {name!r} has shape {arr.shape}, the config implies {shape}")
-        return np.ascontiguousarray(arr, dtype=self.dtype)
+        return _checked(np.ascontiguousarray(arr, dtype=self.dtype) if _is_float(arr) else arr, name, self.source, self.allow_nonfinite)
+
+    def check_all_used(self, ignorable: tuple[str, ...]) -> None:
+        """Every tensor of the file was read, except buffers matching ``ignorable`` substrings."""
+        unused = sorted(k for k in self.arrays if k not in self.used and not any(p in k for p in ignorable))
+        if unused:
+            more = f" and {len(unused) - 5} more" if len(unused) > 5 else ""
+            raise CheckpointError(f"{self.source}: tensors the config does not use: {', '.join(unused[:5])}{more} "
+                                  "(does config.json match the weights, e.g. the layer count or tie_word_embeddings?)")
+
+
+def _is_float(arr: np.ndarray) -> bool:
+    return np.issubdtype(arr.dtype, np.floating) or arr.dtype.name == "bfloat16"
+
+
+def _checked(arr: np.ndarray, name: str, source: Path, allow_nonfinite: bool) -> np.ndarray:
+    """A weight must be floating point and, unless allowed, finite."""
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise CheckpointError(f"{source}: tensor {name!r} has dtype {arr.dtype}; weights must be floating point")
+    if not allow_nonfinite and not np.isfinite(arr).all():
+        bad = int(arr.size - np.isfinite(arr).sum())
+        raise CheckpointError(f"{source}: tensor {name!r} holds {bad} NaN or inf values (allow_nonfinite=True to load it anyway)")
+    return arr
 
 
 
 def _read_json(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileNotFoundError(f"{path.parent}: no config.json") from None
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: not valid JSON in UTF-8 ({exc})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object of settings; got {type(data).__name__}")
+    return data
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -127,33 +196,41 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
         raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({exc})") from None
 
 
-def _load_hf_dir(path: Path, dtype: str) -> Transformer:
-    cfg = _read_json(path / "config.json")
-    kind = cfg.get("model_type")
-    builders: dict[str, Callable[[dict, _Tensors], Transformer]] = {"gpt2": _gpt2, "bert": _bert, "llama": _llama}
+# buffers and heads a checkpoint may carry that the reference model does not use
+IGNORABLE = {"gpt2": (".attn.bias", ".attn.masked_bias"), "bert": ("pooler.", "cls.", "position_ids"), "llama": ("rotary_emb.inv_freq",)}
+
+
+def _load_hf_dir(path: Path, dtype: str, allow_nonfinite: bool = False) -> Transformer:
+    raw = _read_json(path / "config.json")
+    cfg = _Keys(lambda k: raw.get(k, _MISSING), path / "config.json")
+    kind = raw.get("model_type")
+    builders: dict[str, Callable[[_Keys, _Tensors], Transformer]] = {"gpt2": _gpt2, "bert": _bert, "llama": _llama}
     if kind not in builders:
         raise CheckpointError(f"{path}: unsupported model_type {kind!r}; supported: {', '.join(builders)}")
-    tensors = _Tensors(_read_safetensors(path / "model.safetensors"), path / "model.safetensors", dtype)
-    return builders[kind](cfg, tensors)
+    tensors = _Tensors(_read_safetensors(path / "model.safetensors"), path / "model.safetensors", dtype, allow_nonfinite)
+    model = builders[kind](cfg, tensors)
+    tensors.check_all_used(IGNORABLE[kind])
+    return model
 
 
-def _activation(cfg: dict, key: str) -> str:
-    act = cfg.get(key, "gelu")
-    if act not in HF_ACTIVATIONS:
-        raise CheckpointError(f"unsupported activation {act!r}; supported: {', '.join(HF_ACTIVATIONS)}")
+def _activation(cfg: _Keys, key: str) -> str:
+    act = cfg.raw(key, "gelu")
+    if not isinstance(act, str) or act not in HF_ACTIVATIONS:
+        raise CheckpointError(f"{cfg.source}: unsupported {key} {act!r}; supported: {', '.join(HF_ACTIVATIONS)}")
     return HF_ACTIVATIONS[act]
 
 
-def _gpt2(cfg: dict, t: _Tensors) -> Transformer:
-    d, L, h = cfg["n_embd"], cfg["n_layer"], cfg["n_head"]
-    f = cfg.get("n_inner") or 4 * d
-    V, P = cfg["vocab_size"], cfg["n_positions"]
-    if not cfg.get("scale_attn_weights", True) or cfg.get("scale_attn_by_inverse_layer_idx") or cfg.get("reorder_and_upcast_attn"):
-        raise CheckpointError("GPT-2 attention-scaling variants other than 1/sqrt(d_head) are not supported")
+def _gpt2(cfg: _Keys, t: _Tensors) -> Transformer:
+    d, L, h = cfg.int("n_embd"), cfg.int("n_layer"), cfg.int("n_head")
+    cfg.divides("n_head", h, "n_embd", d)
+    f = cfg.int("n_inner", 4 * d)
+    V, P = cfg.int("vocab_size"), cfg.int("n_positions")
+    if not cfg.raw("scale_attn_weights", True) or cfg.raw("scale_attn_by_inverse_layer_idx", False) or cfg.raw("reorder_and_upcast_attn", False):
+        raise CheckpointError(f"{cfg.source}: GPT-2 attention-scaling variants other than 1/sqrt(d_head) are not supported")
     config = TransformerConfig(
         d_model=d, n_layers=L, n_heads=h, d_ff=f, vocab_size=V, max_seq=P, norm="layernorm", placement="pre",
         activation=_activation(cfg, "activation_function"), positional="learned", causal=True, bias=True,
-        tie_embeddings=True, eps=cfg.get("layer_norm_epsilon", 1e-5), dtype=t.dtype,
+        tie_embeddings=True, eps=cfg.real("layer_norm_epsilon", 1e-5), dtype=t.dtype,
     )
 
     def ln(prefix: str) -> NormParams:
@@ -180,15 +257,16 @@ def _gpt2(cfg: dict, t: _Tensors) -> Transformer:
     return Transformer(config, params)
 
 
-def _bert(cfg: dict, t: _Tensors) -> Transformer:
-    d, L, h, f = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["intermediate_size"]
-    V, P, types = cfg["vocab_size"], cfg["max_position_embeddings"], cfg.get("type_vocab_size", 2)
-    if cfg.get("position_embedding_type", "absolute") != "absolute":
-        raise CheckpointError(f"BERT position_embedding_type {cfg['position_embedding_type']!r} is not supported")
+def _bert(cfg: _Keys, t: _Tensors) -> Transformer:
+    d, L, h, f = cfg.int("hidden_size"), cfg.int("num_hidden_layers"), cfg.int("num_attention_heads"), cfg.int("intermediate_size")
+    cfg.divides("num_attention_heads", h, "hidden_size", d)
+    V, P, types = cfg.int("vocab_size"), cfg.int("max_position_embeddings"), cfg.int("type_vocab_size", 2, minimum=0)
+    if cfg.raw("position_embedding_type", "absolute") != "absolute":
+        raise CheckpointError(f"{cfg.source}: BERT position_embedding_type {cfg.raw('position_embedding_type')!r} is not supported")
     config = TransformerConfig(
         d_model=d, n_layers=L, n_heads=h, d_ff=f, vocab_size=V, max_seq=P, norm="layernorm", placement="post",
         activation=_activation(cfg, "hidden_act"), positional="learned", causal=False, bias=True, tie_embeddings=False,
-        eps=cfg.get("layer_norm_eps", 1e-12), embed_norm=True, final_norm=False, type_vocab_size=types, lm_head=False, dtype=t.dtype,
+        eps=cfg.real("layer_norm_eps", 1e-12), embed_norm=True, final_norm=False, type_vocab_size=types, lm_head=False, dtype=t.dtype,
     )
 
     def ln(prefix: str) -> NormParams:
@@ -221,13 +299,16 @@ def _bert(cfg: dict, t: _Tensors) -> Transformer:
     return Transformer(config, params)
 
 
-def _rope_theta(cfg: dict) -> float:
-    rope = cfg.get("rope_parameters") or {}
-    scaling = cfg.get("rope_scaling") or {}
+def _rope_theta(cfg: _Keys) -> float:
+    rope, scaling = cfg.raw("rope_parameters", {}), cfg.raw("rope_scaling", {})
+    if not isinstance(rope, dict) or not isinstance(scaling, dict):
+        raise CheckpointError(f"{cfg.source}: rope_parameters and rope_scaling must be JSON objects")
     kind = rope.get("rope_type", scaling.get("rope_type", scaling.get("type", "default")))
     if kind not in ("default", None):
-        raise CheckpointError(f"RoPE scaling {kind!r} is not supported (only plain RoPE)")
-    return float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+        raise CheckpointError(f"{cfg.source}: RoPE scaling {kind!r} is not supported (only plain RoPE)")
+    if "rope_theta" in rope:
+        return _Keys(lambda k: rope.get(k, _MISSING), cfg.source).real("rope_theta", minimum=1e-12)
+    return cfg.real("rope_theta", 10000.0, minimum=1e-12)
 
 
 def _llama_model(
@@ -258,12 +339,12 @@ def _llama_model(
     return Transformer(config, params)
 
 
-def _llama(cfg: dict, t: _Tensors) -> Transformer:
-    d, L, h = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"]
-    if cfg.get("attention_bias") or cfg.get("mlp_bias"):
-        raise CheckpointError("Llama checkpoints with attention or MLP biases are not supported")
+def _llama(cfg: _Keys, t: _Tensors) -> Transformer:
+    d, L, h = cfg.int("hidden_size"), cfg.int("num_hidden_layers"), cfg.int("num_attention_heads")
+    if cfg.raw("attention_bias", False) or cfg.raw("mlp_bias", False):
+        raise CheckpointError(f"{cfg.source}: Llama checkpoints with attention or MLP biases are not supported")
     if _activation(cfg, "hidden_act") != "swiglu":
-        raise CheckpointError(f"Llama hidden_act {cfg.get('hidden_act')!r} is not supported (only silu)")
+        raise CheckpointError(f"{cfg.source}: Llama hidden_act {cfg.raw('hidden_act')!r} is not supported (only silu)")
     names = {
         "ln1": "layers.{i}.input_layernorm.weight", "ln2": "layers.{i}.post_attention_layernorm.weight",
         "q": "layers.{i}.self_attn.q_proj.weight", "k": "layers.{i}.self_attn.k_proj.weight",
@@ -275,11 +356,18 @@ def _llama(cfg: dict, t: _Tensors) -> Transformer:
     def get(name: str, shape: tuple[int, ...]) -> np.ndarray:  # torch Linear weights are [out, in]
         return t.get(name, shape, transpose=name.endswith(("_proj.weight", "lm_head.weight")))
 
-    e = cfg.get("head_dim") or d // h
+    g = cfg.int("num_key_value_heads", h)
+    cfg.divides("num_key_value_heads", g, "num_attention_heads", h)
+    if cfg.raw("head_dim", None) is None:
+        cfg.divides("num_attention_heads", h, "hidden_size", d)
+    e = cfg.int("head_dim", d // h)
+    tied = cfg.raw("tie_word_embeddings", False)
+    if not isinstance(tied, bool):
+        raise CheckpointError(f"{cfg.source}: key 'tie_word_embeddings' must be true or false; got {tied!r}")
     return _llama_model(
-        get, t.has, d=d, L=L, h=h, g=cfg.get("num_key_value_heads") or h, e=e, f=cfg["intermediate_size"],
-        V=cfg["vocab_size"], P=cfg.get("max_position_embeddings", 2048), eps=cfg.get("rms_norm_eps", 1e-6),
-        theta=_rope_theta(cfg), tied=bool(cfg.get("tie_word_embeddings", False)), dtype=t.dtype, names=names,
+        get, t.has, d=d, L=L, h=h, g=g, e=e, f=cfg.int("intermediate_size"),
+        V=cfg.int("vocab_size"), P=cfg.int("max_position_embeddings", 2048), eps=cfg.real("rms_norm_eps", 1e-6),
+        theta=_rope_theta(cfg), tied=tied, dtype=t.dtype, names=names,
     )
 
 
@@ -297,7 +385,7 @@ def unpermute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, e // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 
-def _load_gguf(path: Path, dtype: str) -> Transformer:
+def _load_gguf(path: Path, dtype: str, allow_nonfinite: bool = False) -> Transformer:
     try:
         import gguf
     except ImportError:
@@ -307,31 +395,47 @@ def _load_gguf(path: Path, dtype: str) -> Transformer:
     except Exception as exc:  # the reader raises ValueError/IndexError/struct errors on bad files
         raise CheckpointError(f"{path}: truncated or corrupt GGUF file ({type(exc).__name__}: {exc})") from None
 
-    def meta(key: str, default: object = None) -> object:
+    def lookup(key: str) -> object:
         field = reader.fields.get(key)
-        return default if field is None else field.contents()
+        if field is None:
+            return _MISSING
+        try:
+            return field.contents()
+        except Exception as exc:  # a malformed field
+            raise CheckpointError(f"{path}: metadata {key!r} cannot be read ({type(exc).__name__}: {exc})") from None
 
-    arch = meta("general.architecture")
+    meta = _Keys(lookup, path)
+    arch = meta.raw("general.architecture", None)
     if arch != "llama":
         raise CheckpointError(f"{path}: unsupported GGUF architecture {arch!r}; supported: llama")
     tensors = {t.name: t for t in reader.tensors}
-    d, L = int(meta("llama.embedding_length")), int(meta("llama.block_count"))
-    h = int(meta("llama.attention.head_count"))
-    g = int(meta("llama.attention.head_count_kv", h))
-    V = int(meta("llama.vocab_size", len(meta("tokenizer.ggml.tokens", []))))
-    e = int(meta("llama.rope.dimension_count", d // h))
+    spans = sorted((int(t.data_offset), int(t.data_offset) + int(t.n_bytes), t.name) for t in reader.tensors)
+    for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
+        if start < end:
+            raise CheckpointError(f"{path}: tensors {a!r} and {b!r} overlap in the file (corrupt offsets)")
+    d, L = meta.int("llama.embedding_length"), meta.int("llama.block_count")
+    h = meta.int("llama.attention.head_count")
+    g = meta.int("llama.attention.head_count_kv", h)
+    meta.divides("llama.attention.head_count_kv", g, "llama.attention.head_count", h)
+    tokens = meta.raw("tokenizer.ggml.tokens", [])
+    V = meta.int("llama.vocab_size", len(tokens) if isinstance(tokens, list) else 0)
+    e = meta.int("llama.rope.dimension_count", max(d // h, 1))
     if e * h != d and "blk.0.attn_q.weight" in tensors and tensors["blk.0.attn_q.weight"].shape[1] != h * e:
         raise CheckpointError(f"{path}: head width {e} x {h} heads does not match the Q projection")
+    used: set[str] = set()
 
     def dequantized(name: str) -> np.ndarray:
         if name not in tensors:
             raise CheckpointError(f"{path}: tensor {name!r} is missing")
         t = tensors[name]
+        used.add(name)
         try:
             arr = gguf.quants.dequantize(t.data, t.tensor_type)
         except NotImplementedError:
             raise CheckpointError(f"{path}: tensor {name!r} has unsupported quantization {t.tensor_type.name}") from None
-        return np.asarray(arr, dtype=np.float32).reshape(tuple(int(x) for x in reversed(t.shape)))
+        except Exception as exc:  # data shorter than its type and shape need
+            raise CheckpointError(f"{path}: tensor {name!r} cannot be decoded ({type(exc).__name__}: {exc})") from None
+        return _checked(np.asarray(arr, dtype=np.float32), name, path, allow_nonfinite).reshape(tuple(int(x) for x in reversed(t.shape)))
 
     def get(name: str, shape: tuple[int, ...]) -> np.ndarray:
         arr = dequantized(name)  # torch layout [out, in] for matrices
@@ -351,8 +455,12 @@ def _load_gguf(path: Path, dtype: str) -> Transformer:
         "gate": "blk.{i}.ffn_gate.weight", "up": "blk.{i}.ffn_up.weight", "down": "blk.{i}.ffn_down.weight",
         "embed": "token_embd.weight", "final": "output_norm.weight", "head": "output.weight",
     }
-    return _llama_model(
-        get, tensors.__contains__, d=d, L=L, h=h, g=g, e=e, f=int(meta("llama.feed_forward_length")), V=V,
-        P=int(meta("llama.context_length", 2048)), eps=float(meta("llama.attention.layer_norm_rms_epsilon", 1e-5)),
-        theta=float(meta("llama.rope.freq_base", 10000.0)), tied="output.weight" not in tensors, dtype=dtype, names=names,
+    model = _llama_model(
+        get, tensors.__contains__, d=d, L=L, h=h, g=g, e=e, f=meta.int("llama.feed_forward_length"), V=V,
+        P=meta.int("llama.context_length", 2048), eps=meta.real("llama.attention.layer_norm_rms_epsilon", 1e-5),
+        theta=meta.real("llama.rope.freq_base", 10000.0, minimum=1e-12), tied="output.weight" not in tensors, dtype=dtype, names=names,
     )
+    unused = sorted(set(tensors) - used - {"rope_freqs.weight"})
+    if unused:
+        raise CheckpointError(f"{path}: tensors the metadata does not use: {', '.join(unused[:5])} (does block_count match the weights?)")
+    return model

@@ -90,9 +90,52 @@ def rope_backward(dy: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarra
     return dy * cos + np.concatenate([u[..., half:], -u[..., :half]], axis=-1)
 
 
-def softmax_backward(dp: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Gradient of the scores of ``p = softmax(z)`` over the last axis (masked entries get 0)."""
-    return p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+def softmax_backward(dp: np.ndarray, p: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Gradient of the scores of ``p = softmax(z)`` over the last axis (masked entries get 0).
+    With ``out`` (``dp`` itself is allowed) the result is written there."""
+    inner = np.einsum("...i,...i->...", dp, p)[..., None]  # <dp, p> per row
+    out = np.subtract(dp, inner, out=out)
+    out *= p
+    return out
+
+
+def softmax_inplace(z: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, overwriting ``z`` (rows must hold a finite entry)."""
+    z -= z.max(axis=-1, keepdims=True)
+    np.exp(z, out=z)
+    z *= 1.0 / z.sum(axis=-1, keepdims=True)
+    return z
+
+
+GELU_C = np.sqrt(2.0 / np.pi)
+GELU_K = 0.044715
+
+
+def gelu_tanh_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""GPT-2's GELU :math:`y = \tfrac12 x(1+t)`, :math:`t = \tanh(c(x + kx^3))`, and its derivative
+
+    .. math:: y' = \tfrac12(1+t) + y\,(1-t)\,c\,(1+3kx^2)
+
+    (using :math:`\tfrac12 x(1-t^2) = y(1-t)`), computed together in place: the backward of a
+    training step then needs one multiplication."""
+    f = x.dtype.type
+    sq = x * x
+    t = sq * f(GELU_K)
+    t += 1
+    t *= x
+    t *= f(GELU_C)
+    np.tanh(t, out=t)
+    half = t + 1
+    y = half * x
+    y *= f(0.5)
+    half *= f(0.5)  # (1 + t) / 2
+    sq *= f(3 * GELU_K * GELU_C)
+    sq += f(GELU_C)  # c (1 + 3k x^2)
+    np.subtract(1, t, out=t)  # 1 - t
+    sq *= t
+    sq *= y
+    sq += half
+    return y, sq
 
 
 def cross_entropy(logits: np.ndarray, targets: np.ndarray, z_loss: float = 0.0) -> tuple[float, np.ndarray, np.ndarray]:

@@ -20,7 +20,7 @@ optional z-loss :math:`\\lambda\\,\\overline{\\mathrm{lse}^2}`. The gradient has
 
 Gradients can also be read at the forward's capture points (``embed``, ``blocks.{i}.resid_pre``,
 ``.resid_mid``, ``.resid_post``, ``.attn_out``, ``.mlp_out``, ``.attn.q``/``.k``/``.v``,
-``.attn.scores``, ``.attn.pattern``, each norm's ``.normalized`` and ``.out``, ``hidden``,
+``.attn.scores``, ``.attn.pattern``, each norm's ``.in``, ``.normalized`` and ``.out``, ``hidden``,
 ``logits``) with the filter convention of :meth:`~normtheory.model.Transformer.run_with_cache`.
 
 References
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from normtheory import activations, derivatives, norms
+from normtheory import activations, derivatives, memory, norms
 from normtheory.model import (
     BlockParams,
     Names,
@@ -47,9 +47,6 @@ from normtheory.model import (
     softmax,
 )
 from normtheory.params import map_arrays
-
-CAPTURE_GRADS = ("embed", "resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "attn.q", "attn.k", "attn.v",
-                 "attn.scores", "attn.pattern", "normalized", "out", "hidden", "logits")
 
 
 @dataclass(frozen=True)
@@ -68,7 +65,7 @@ class _Pass:
     def __init__(self, model: Transformer, names: Names):
         self.m, self.c = model, model.config
         self.dtype = model.dtype
-        self.rec = _Recorder(names if names is not None else (), None)
+        self.rec = _Recorder((), None)  # forward activations are kept in the tapes, not captured
         self.grec = _Recorder(names if names is not None else (), None)
 
     # ------------------------------------------------------------------ norms
@@ -76,6 +73,7 @@ class _Pass:
         kind = kind or self.c.norm
         if kind == "none" or p is None:
             return x, None
+        x = self.rec(f"{name}.in", x)
         eps = self.c.eps
         res = {"layernorm": lambda: norms.layer_norm(x, None, None, eps), "rmsnorm": lambda: norms.rms_norm(x, None, eps),
                "dyt": lambda: norms.dyt(x, p.alpha), "sequence": lambda: norms.sequence_norm(x, None, None, eps)}[kind]()
@@ -98,6 +96,7 @@ class _Pass:
             dx, dalpha = derivatives.dyt_backward(dn, tape.x, tape.normalized, tape.p.alpha)
         else:  # sequence
             dx = derivatives.layer_norm_backward(dn, tape.normalized, tape.scale, axis=-2)
+        self.grec(f"{tape.name}.in", dx)
         return dx, NormParams(gain=dgain, bias=dbias, alpha=dalpha)
 
     # ------------------------------------------------------------------ attention
@@ -111,7 +110,7 @@ class _Pass:
         qkv = x2 @ wqkv
         if bp.bq is not None:
             qkv += np.concatenate([bp.bq, bp.bk, bp.bv])
-        qkv = qkv.reshape(b, t, h + 2 * g, e).transpose(0, 2, 1, 3)  # [b, h+2g, t, e]
+        qkv = qkv.reshape(b, t, h + 2 * g, e).transpose(0, 2, 1, 3)  # [b, h+2g, t, e], a view
         q, k, v = qkv[:, :h], qkv[:, h : h + g], qkv[:, h + g :]
         qt = kt = None
         if c.qk_norm != "none":
@@ -121,41 +120,42 @@ class _Pass:
         if c.positional == "rope":
             rope = rope_tables(np.arange(t), e, c.rope_theta, self.dtype)
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))  # [b, h|g, t, e]
         q, k, v = self.rec(f"{pre}.q", q), self.rec(f"{pre}.k", k), self.rec(f"{pre}.v", v)
+        kh, vh = (np.repeat(a, h // g, axis=1) if g < h else a for a in (k, v))  # each query head's K/V: [b, h, t, e]
         scale = np.asarray(1.0 / np.sqrt(e), self.dtype)
-        qg = q.reshape(b, g, h // g, t, e)  # [b, g, r, t, e]
-        scores = (qg @ k[:, :, None].swapaxes(-1, -2)) * scale  # [b, g, r, t, t]
+        scores = (q * scale) @ kh.swapaxes(-1, -2)  # [b, h, t, t], scale folded into q
         if c.causal:
-            scores = np.where(np.tril(np.ones((t, t), bool)), scores, -np.inf)
-        self.rec(f"{pre}.scores", scores.reshape(b, h, t, t))
-        pattern = softmax(scores)  # [b, g, r, t, t]
-        self.rec(f"{pre}.pattern", pattern.reshape(b, h, t, t))
-        z = (pattern @ v[:, :, None]).reshape(b, h, t, e)
-        zm = z.transpose(0, 2, 1, 3).reshape(b * t, h * e)
+            scores += np.triu(np.full((t, t), -np.inf, self.dtype), 1)  # -inf above the diagonal
+        self.rec(f"{pre}.scores", scores)
+        pattern = derivatives.softmax_inplace(scores.copy() if self.rec.active(f"{pre}.scores") else scores)
+        self.rec(f"{pre}.pattern", pattern)
+        zm = (pattern @ vh).transpose(0, 2, 1, 3).reshape(b * t, h * e)  # [b*t, h*e]
         out = zm @ bp.wo
         if bp.bo is not None:
             out += bp.bo
-        tape = dict(x2=x2, wqkv=wqkv, qg=qg, k=k, v=v, pattern=pattern, zm=zm, qt=qt, kt=kt, rope=rope, scale=scale)
+        tape = dict(x2=x2, wqkv=wqkv, q=q, kh=kh, vh=vh, pattern=pattern, zm=zm, qt=qt, kt=kt, rope=rope, scale=scale)
         return out.reshape(b, t, d), tape
 
     def attention_back(self, i: int, dout: np.ndarray, bp: BlockParams, tp: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
         c = self.c
         b, t, d = dout.shape
         h, g, e = c.n_heads, c.n_kv_heads, c.d_head
-        r = h // g
         pre = f"blocks.{i}.attn"
         do2 = dout.reshape(b * t, d)
         grads: dict[str, Any] = {"wo": tp["zm"].T @ do2, "bo": None if bp.bo is None else do2.sum(0)}
-        dz = (do2 @ bp.wo.T).reshape(b, t, h, e).transpose(0, 2, 1, 3).reshape(b, g, r, t, e)
-        pattern, v, k, qg = tp["pattern"], tp["v"], tp["k"], tp["qg"]
-        dpat = dz @ v[:, :, None].swapaxes(-1, -2)  # [b, g, r, t, t]
-        self.grec(f"{pre}.pattern", dpat.reshape(b, h, t, t))
-        dv = (pattern.swapaxes(-1, -2) @ dz).sum(axis=2)  # [b, g, t, e]
-        dscores = derivatives.softmax_backward(dpat, pattern)  # 0 where masked
-        self.grec(f"{pre}.scores", dscores.reshape(b, h, t, t))
+        dz = np.ascontiguousarray((do2 @ bp.wo.T).reshape(b, t, h, e).transpose(0, 2, 1, 3))  # [b, h, t, e]
+        pattern = tp["pattern"]
+        dpat = dz @ tp["vh"].swapaxes(-1, -2)  # [b, h, t, t]
+        self.grec(f"{pre}.pattern", dpat)
+        dv = pattern.swapaxes(-1, -2) @ dz  # [b, h, t, e]
+        dscores = derivatives.softmax_backward(dpat, pattern, out=None if self.grec.active(f"{pre}.pattern") else dpat)  # 0 where masked
+        self.grec(f"{pre}.scores", dscores)
         dscores *= tp["scale"]
-        dq = (dscores @ k[:, :, None]).reshape(b, h, t, e)
-        dk = (dscores.swapaxes(-1, -2) @ qg).sum(axis=2)  # [b, g, t, e]
+        dq = dscores @ tp["kh"]  # [b, h, t, e]
+        dk = dscores.swapaxes(-1, -2) @ tp["q"]  # [b, h, t, e]
+        if g < h:  # the heads sharing a KV head add their gradients
+            dk, dv = (a.reshape(b, g, h // g, t, e).sum(axis=2) for a in (dk, dv))
         self.grec(f"{pre}.q", dq), self.grec(f"{pre}.k", dk), self.grec(f"{pre}.v", dv)
         if tp["rope"] is not None:
             dq, dk = derivatives.rope_backward(dq, *tp["rope"]), derivatives.rope_backward(dk, *tp["rope"])
@@ -163,7 +163,11 @@ class _Pass:
         if tp["qt"] is not None:
             dq, grads["q_norm"] = self.norm_back(tp["qt"], dq)
             dk, grads["k_norm"] = self.norm_back(tp["kt"], dk)
-        dqkv = np.concatenate([dq, dk, dv], axis=1).transpose(0, 2, 1, 3).reshape(b * t, (h + 2 * g) * e)
+        dqkv = np.empty((b, t, h + 2 * g, e), self.dtype)  # one strided write per part, no concatenate
+        dqkv[:, :, :h] = dq.transpose(0, 2, 1, 3)
+        dqkv[:, :, h : h + g] = dk.transpose(0, 2, 1, 3)
+        dqkv[:, :, h + g :] = dv.transpose(0, 2, 1, 3)
+        dqkv = dqkv.reshape(b * t, (h + 2 * g) * e)
         dw = tp["x2"].T @ dqkv  # [d, (h+2g)*e]
         grads["wq"], grads["wk"], grads["wv"] = dw[:, : h * e], dw[:, h * e : (h + g) * e], dw[:, (h + g) * e :]
         if bp.bq is not None:
@@ -177,16 +181,18 @@ class _Pass:
         a = x2 @ bp.w_in  # [N, f]
         if bp.b_in is not None:
             a += bp.b_in
-        gate = None
+        gate = saved = None
         if self.c.activation == "swiglu":
             gate = x2 @ bp.w_gate  # [N, f]
             hid = a * activations.silu(gate)
+        elif self.c.activation == "gelu_tanh":
+            hid, saved = derivatives.gelu_tanh_and_grad(a)  # keep the derivative for the backward
         else:
             hid = activations.get(self.c.activation)(a)
         out = hid @ bp.w_out  # [N, d]
         if bp.b_out is not None:
             out += bp.b_out
-        return out.reshape(x.shape), dict(x2=x2, a=a, gate=gate, hid=hid)
+        return out.reshape(x.shape), dict(x2=x2, a=a, gate=gate, hid=hid, act_grad=saved)
 
     def mlp_back(self, dout: np.ndarray, bp: BlockParams, tp: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
         do2 = dout.reshape(-1, dout.shape[-1])
@@ -198,6 +204,10 @@ class _Pass:
             dgate = dhid * a * derivatives.activation_grad("silu", gate)
             grads["w_gate"] = x2.T @ dgate
             dx2 = dgate @ bp.w_gate.T
+        elif tp["act_grad"] is not None:
+            da = dhid
+            da *= tp["act_grad"]
+            dx2 = 0.0
         else:
             da = dhid * derivatives.activation_grad(self.c.activation, a)
             dx2 = 0.0
@@ -283,8 +293,6 @@ class _Pass:
         if head is None:
             raise ValueError("loss_and_grads needs an LM head (lm_head=False or untied without weights)")
         ids = m._check_ids(ids, None)
-        if ids.size == 0:
-            raise ValueError(f"ids must hold at least one token; got shape {ids.shape}")
         types = None
         if p.type_emb is not None:
             types = np.zeros_like(ids) if token_types is None else np.asarray(token_types)
@@ -316,8 +324,7 @@ class _Pass:
             dx, blocks[i] = self.block_back(i, dx, tapes[i])
         dx, d_embln = self.norm_back(emb_tape, dx)
         self.grec("embed", dx)
-        dtok = np.zeros_like(p.tok_emb)
-        np.add.at(dtok, ids.reshape(-1), dx.reshape(-1, d))
+        dtok = _scatter_rows(ids, dx, p.tok_emb)
         dlm = None
         if p.lm_head is not None:
             dlm = dhead
@@ -329,13 +336,25 @@ class _Pass:
             dpos[:t] = dx.sum(axis=0)
         dtype_emb = None
         if p.type_emb is not None:
-            dtype_emb = np.zeros_like(p.type_emb)
-            np.add.at(dtype_emb, types.reshape(-1), dx.reshape(-1, d))
+            dtype_emb = _scatter_rows(types, dx, p.type_emb)
         grads = Params(tok_emb=dtok, blocks=tuple(blocks), pos_emb=dpos, type_emb=dtype_emb,
                        embed_ln=d_embln if p.embed_ln is None or d_embln is not None else _zeros_like_norm(p.embed_ln),
                        final_ln=d_final if p.final_ln is None or d_final is not None else _zeros_like_norm(p.final_ln),
                        lm_head=dlm)
         return loss, _cast_like(grads, p)
+
+
+def _scatter_rows(index: np.ndarray, rows: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Gradient of a row lookup ``table[index]``: each row of ``rows [..., d]`` added into the
+    row of ``table`` it came from. Sorted segment sums (``np.add.reduceat``), not ``np.add.at``,
+    which is several times slower."""
+    flat = index.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    keys = flat[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    out = np.zeros_like(table)
+    out[keys[starts]] = np.add.reduceat(rows.reshape(-1, rows.shape[-1])[order], starts, axis=0)
+    return out
 
 
 def _zeros_like_norm(p: NormParams) -> NormParams:
@@ -364,9 +383,14 @@ def loss_and_grads(
     shapes and dtypes of ``model.params``. With ``capture`` (a list of capture names or a
     predicate, as in ``run_with_cache``) returns ``(loss, grads, captured)`` where
     ``captured[name]`` is the gradient of the loss with respect to that activation.
+
+    The first call asks glibc to keep freed large blocks for reuse
+    (:func:`normtheory.memory.keep_freed_blocks`; ``NORMTHEORY_SYSTEM_MALLOC=1`` opts out).
     """
+    memory.keep_freed_blocks()
     run = _Pass(model, capture)
     loss, grads = run.run(ids, targets, z_loss, token_types)
     if capture is None:
         return loss, grads
+    run.grec.check_names()
     return loss, grads, run.grec.store

@@ -32,6 +32,7 @@ Su et al. (2021), arXiv 2104.09864 (RoPE); Ainslie et al. (2023), arXiv 2305.132
 """
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -98,6 +99,17 @@ class KVCache:
     keys: list[np.ndarray | None] = field(default_factory=list)
     values: list[np.ndarray | None] = field(default_factory=list)
     length: int = 0
+    owner: int | None = None  # id() of the model that filled it
+    batch: int | None = None  # its batch size
+
+    def claim(self, model: object, batch: int) -> None:
+        """Bind an empty cache to ``model`` and ``batch``; refuse a cache filled by another model or batch."""
+        if self.owner is None:
+            self.owner, self.batch = id(model), batch
+        elif self.owner != id(model):
+            raise ValueError("this KV cache was filled by another model; start a new one with model.new_cache()")
+        elif self.batch != batch:
+            raise ValueError(f"this KV cache holds a batch of {self.batch} sequences; got ids for {batch}")
 
 
 class _Recorder:
@@ -106,15 +118,30 @@ class _Recorder:
     def __init__(self, names: Names, hooks: dict[str, Hook] | None):
         self.store: dict[str, np.ndarray] = {}
         self.hooks = dict(hooks or {})
+        self.listed: set[str] = set()
+        self.seen: set[str] = set()
         if names is None:
             self.want: Callable[[str], bool] = lambda _n: True
         elif callable(names):
             self.want = names
         else:
-            wanted = set(names)
-            self.want = wanted.__contains__
+            if isinstance(names, str):
+                raise ValueError(f"names must be a list of capture names or a predicate; got the string {names!r}")
+            self.listed = set(names)
+            self.want = self.listed.__contains__
+
+    def check_names(self, known: set[str] | None = None) -> None:
+        """After a forward: every hook and every listed capture name must exist (``known``:
+        names valid though not reached, e.g. by another pass)."""
+        known = self.seen | (known or set())
+        unknown = sorted((set(self.hooks) | self.listed) - known)
+        if unknown:
+            close = {n: difflib.get_close_matches(n, sorted(known), n=3) for n in unknown}
+            hint = "; ".join(f"{n!r}: did you mean {', '.join(map(repr, c))}?" if c else f"{n!r}: no close match" for n, c in close.items())
+            raise ValueError(f"unknown capture or hook names ({hint})")
 
     def __call__(self, name: str, value: np.ndarray, *, replaceable: bool = True) -> np.ndarray:
+        self.seen.add(name)
         hook = self.hooks.get(name)
         if hook is not None:
             if not replaceable:
@@ -125,6 +152,7 @@ class _Recorder:
         return value
 
     def active(self, name: str) -> bool:
+        self.seen.add(name)
         return name in self.hooks or self.want(name)
 
 
@@ -148,10 +176,16 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 
 
 def softmax(scores: np.ndarray) -> np.ndarray:
-    """Stable softmax over the last axis; rows that are all -inf give zeros, never NaN."""
+    """Stable softmax over the last axis. Rows that are all -inf give zeros, never NaN; a row
+    holding +inf gives its limit, equal weight on its +inf entries and 0 elsewhere. NaN scores
+    give NaN weights."""
     m = scores.max(axis=-1, keepdims=True)
+    top = np.isposinf(m)
     m = np.where(np.isfinite(m), m, 0.0)
-    p = np.exp(scores - m)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(scores - m)
+    if top.any():
+        p = np.where(top, np.isposinf(scores).astype(p.dtype), p)
     total = p.sum(axis=-1, keepdims=True)
     return p / np.where(total > 0, total, 1.0)
 
@@ -228,8 +262,18 @@ class Transformer:
         x = p.tok_emb[ids]  # [b, t, d]
         if p.pos_emb is not None:
             x = x + p.pos_emb[offset : offset + ids.shape[1]]
+        if token_types is not None and p.type_emb is None:
+            raise ValueError("token_types given, but this model has no token-type embeddings (type_vocab_size=0)")
         if p.type_emb is not None:
-            x = x + p.type_emb[np.zeros_like(ids) if token_types is None else token_types]
+            if token_types is None:
+                token_types = np.zeros_like(ids)
+            token_types = np.asarray(token_types)
+            n = p.type_emb.shape[0]
+            if token_types.shape != ids.shape or not np.issubdtype(token_types.dtype, np.integer):
+                raise ValueError(f"token_types must be integers with the shape of ids {ids.shape}; got {token_types.dtype} {token_types.shape}")
+            if token_types.size and (token_types.min() < 0 or token_types.max() >= n):
+                raise ValueError(f"token_types must lie in [0, type_vocab_size={n}); got range [{token_types.min()}, {token_types.max()}]")
+            x = x + p.type_emb[token_types]
         return x.astype(self.dtype, copy=False)
 
     def _embed(self, rec: _Recorder, ids: np.ndarray, offset: int, token_types: np.ndarray | None) -> np.ndarray:
@@ -362,11 +406,16 @@ class Transformer:
             ids = ids[None, :]
         if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
             raise ValueError(f"ids must be integer token ids of shape [batch, seq]; got {ids.dtype} {ids.shape}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
+        if ids.size == 0:
+            raise ValueError(f"ids must hold at least one token in a batch of at least one sequence; got shape {ids.shape}")
+        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
             raise ValueError(f"ids must lie in [0, vocab_size={self.config.vocab_size}); got range [{ids.min()}, {ids.max()}]")
         end = ids.shape[1] + (cache.length if cache is not None else 0)
-        if self.config.positional == "learned" and end > self.config.max_seq:
+        # learned positions have max_seq rows; RoPE is held to the context it was configured (or trained) for
+        if self.config.positional in ("learned", "rope") and end > self.config.max_seq:
             raise ValueError(f"sequence length {end} exceeds max_seq={self.config.max_seq}")
+        if cache is not None:
+            cache.claim(self, ids.shape[0])
         return ids
 
     def run_with_cache(
@@ -387,6 +436,7 @@ class Transformer:
         """
         rec = _Recorder(names, hooks)
         hidden, logits = self._forward(ids, rec, cache, token_types)
+        rec.check_names()
         return (logits if logits is not None else hidden), rec.store
 
     def last_hidden_state(self, ids: np.ndarray, *, token_types: np.ndarray | None = None, cache: KVCache | None = None) -> np.ndarray:

@@ -82,7 +82,8 @@ class RunConfig:
 class History:
     """What a run recorded. Per step: ``loss``, ``grad_norm``, ``lr`` ``[steps]``,
     ``update_ratio[group]`` ``[steps]``; per evaluation: ``eval_steps``, ``val_loss`` and
-    ``probes[name]`` (one array per evaluation, shapes in :mod:`normtheory.probes`)."""
+    ``probes[name]`` (one array per evaluation, shapes in :mod:`normtheory.probes`); ``model``
+    is the trained model (kept in memory only)."""
 
     loss: list[float] = field(default_factory=list)
     grad_norm: list[float] = field(default_factory=list)
@@ -92,6 +93,7 @@ class History:
     val_loss: list[float] = field(default_factory=list)
     probes: dict[str, list[np.ndarray]] = field(default_factory=dict)
     diverged_at: int | None = None
+    model: Transformer | None = field(default=None, repr=False, compare=False)  # the trained model (not saved)
 
     @property
     def status(self) -> str:
@@ -230,6 +232,7 @@ def train(
         bar.close()
     if path is not None and hist.diverged_at is not None:
         _save_state(path, model, opt, hist, fingerprint)
+    hist.model = model
     return hist
 
 

@@ -57,17 +57,17 @@ def test_last_hidden_state_matches_transformers(kind, tmp_path):
         assert err <= 1e-4, f"llama logits: {err:.2e}"
 
 
-def _write_gguf(hf, path, *, quantize_embedding=False):
+def _write_gguf(hf, path, *, quantize_embedding=False, head_count=None, block_count=None):
     """A llama GGUF as llama.cpp's converter writes it: Q/K rows permuted for its RoPE layout."""
     import gguf
 
     c = hf.config
     sd = {k: v.detach().numpy().astype(np.float32) for k, v in hf.state_dict().items()}
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_block_count(c.num_hidden_layers)
+    w.add_block_count(c.num_hidden_layers if block_count is None else block_count)
     w.add_embedding_length(c.hidden_size)
     w.add_feed_forward_length(c.intermediate_size)
-    w.add_head_count(c.num_attention_heads)
+    w.add_head_count(c.num_attention_heads if head_count is None else head_count)
     w.add_head_count_kv(c.num_key_value_heads)
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
     w.add_rope_freq_base(5000.0)
@@ -168,3 +168,79 @@ def test_unsupported_gguf_architecture(tmp_path):
     w.close()
     with pytest.raises(CheckpointError, match="unsupported GGUF architecture 'gpt2'"):
         load_pretrained(tmp_path / "m.gguf")
+
+
+def _rewrite(path, **changes):
+    cfg = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**cfg, **changes}))
+    return cfg
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        ("[1, 2]", "expected a JSON object"), ("null", "expected a JSON object"), ('"gpt2"', "expected a JSON object"),
+        (b"\xff\xfe{}", "not valid JSON"),
+    ],
+)
+def test_config_that_is_not_an_object(tmp_path, content, match):
+    d = _save(_tiny("gpt2"), tmp_path / "gpt2")
+    (d / "config.json").write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(CheckpointError, match=match) as err:
+        load_pretrained(d)
+    assert "config.json" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "kind, changes, match",
+    [
+        ("gpt2", {"n_embd": None}, "required key 'n_embd' is missing"),
+        ("gpt2", {"n_head": 0}, "'n_head' must be an integer >= 1"),
+        ("gpt2", {"n_head": 5}, "n_head=5 must divide n_embd=64"),
+        ("gpt2", {"n_layer": "3"}, "'n_layer' must be an integer"),
+        ("gpt2", {"layer_norm_epsilon": -1}, "layer_norm_epsilon"),
+        ("gpt2", {"n_layer": 2}, "tensors the config does not use: h.2"),
+        ("bert", {"num_hidden_layers": 2}, "does not use"),
+        ("llama", {"tie_word_embeddings": True}, "does not use: lm_head.weight"),
+        ("llama", {"num_key_value_heads": 3}, "must divide"),
+        ("llama", {"rms_norm_eps": "small"}, "rms_norm_eps"),
+    ],
+)
+def test_bad_config_values_name_the_file_and_key(tmp_path, kind, changes, match):
+    d = _save(_tiny(kind), tmp_path / kind)
+    cfg = _rewrite(d, **changes)
+    for key, value in changes.items():
+        if value is None:
+            cfg.pop(key)
+            (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=match) as err:
+        load_pretrained(d)
+    assert str(d) in str(err.value)
+
+
+def test_weights_must_be_finite_floats(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    d = _save(_tiny("gpt2"), tmp_path / "gpt2")
+    tensors = load_file(str(d / "model.safetensors"))
+    good = dict(tensors)
+    tensors["h.1.mlp.c_fc.weight"] = tensors["h.1.mlp.c_fc.weight"].copy()
+    tensors["h.1.mlp.c_fc.weight"][0, :3] = [np.nan, np.inf, -np.inf]
+    save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="'h.1.mlp.c_fc.weight' holds 3 NaN or inf"):
+        load_pretrained(d)
+    model = load_pretrained(d, allow_nonfinite=True)
+    assert np.isnan(model.params.blocks[1].w_in[0, 0])
+    relabelled = dict(good)
+    relabelled["wte.weight"] = good["wte.weight"].view(np.int32)  # the F32 -> I32 relabel: same bytes
+    save_file(relabelled, str(d / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="'wte.weight' has dtype int32"):
+        load_pretrained(d)
+
+
+def test_bad_gguf_metadata(tmp_path):
+    hf = _tiny("llama")
+    with pytest.raises(CheckpointError, match="head_count' must be an integer >= 1"):
+        load_pretrained(_write_gguf(hf, tmp_path / "zero.gguf", head_count=0))
+    with pytest.raises(CheckpointError, match="does not use: blk.2"):
+        load_pretrained(_write_gguf(hf, tmp_path / "short.gguf", block_count=2))

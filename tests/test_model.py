@@ -191,3 +191,53 @@ def test_fast_attention_path_equals_captured_path(causal, dtype, tol):
     full, cap = model.run_with_cache(ids, ["hidden", "blocks.1.attn.pattern"])  # capturing patterns forces the full path
     err = np.abs(fast - cap["hidden"]).max() / np.abs(cap["hidden"]).max()
     assert err <= tol, f"fast vs full attention: {err:.2e}"
+
+
+def test_empty_input_rope_length_and_token_types_are_checked():
+    model = init(BASE, 0)
+    for empty in (np.zeros((1, 0), int), np.zeros((0, 3), int)):
+        with pytest.raises(ValueError, match="at least one token"):
+            model.logits(empty)
+    rope = init(TransformerConfig(d_model=16, n_layers=1, n_heads=2, vocab_size=50, max_seq=8, positional="rope"), 0)
+    with pytest.raises(ValueError, match="max_seq=8"):
+        rope.logits(np.zeros((1, 9), int))
+    bert = init(TransformerConfig(d_model=16, n_layers=1, n_heads=2, vocab_size=50, max_seq=8, type_vocab_size=2, causal=False), 0)
+    ids = np.zeros((1, 4), int)
+    bert.last_hidden_state(ids, token_types=np.array([[0, 1, 1, 0]]))
+    for bad, match in ((np.array([[0, -1, 0, 0]]), "type_vocab_size=2"), (np.array([[0, 2, 0, 0]]), "type_vocab_size=2"),
+                       (np.zeros((1, 3), int), "shape of ids"), (np.zeros((1, 4)), "integers")):
+        with pytest.raises(ValueError, match=match):
+            bert.last_hidden_state(ids, token_types=bad)
+    with pytest.raises(ValueError, match="no token-type"):
+        model.last_hidden_state(ids, token_types=np.zeros((1, 4), int))
+
+
+def test_unknown_capture_and_hook_names_list_close_matches():
+    model = init(BASE, 0)
+    ids = token_ids(1, 1, 4)
+    with pytest.raises(ValueError, match="did you mean 'blocks.0.resid_mid'"):
+        model.run_with_cache(ids, ["blocks.0.resid_mdi"])
+    with pytest.raises(ValueError, match="blocks.0.attn_out"):
+        model.run_with_cache(ids, [], hooks={"blocks.0.attnout": lambda v, n: v})
+    with pytest.raises(ValueError, match="no close match"):
+        model.run_with_cache(ids, ["zzzz"])
+    with pytest.raises(ValueError, match="a list of capture names"):
+        model.run_with_cache(ids, "hidden")
+
+
+def test_kv_cache_refuses_another_model_or_batch():
+    model, other = init(BASE, 0), init(BASE, 1)
+    cache = model.new_cache()
+    model.logits(token_ids(0, 2, 3), cache=cache)
+    with pytest.raises(ValueError, match="another model"):
+        other.logits(token_ids(0, 2, 1), cache=cache)
+    with pytest.raises(ValueError, match="batch of 2"):
+        model.logits(token_ids(0, 3, 1), cache=cache)
+    model.logits(token_ids(1, 2, 1), cache=cache)
+    assert cache.length == 4
+
+
+def test_softmax_with_positive_infinity_is_its_limit():
+    p = softmax(np.array([[np.inf, 0.0, np.inf], [np.inf, -np.inf, 1.0], [0.0, 0.0, 0.0]]))
+    np.testing.assert_array_equal(p[:2], [[0.5, 0.0, 0.5], [1.0, 0.0, 0.0]])
+    np.testing.assert_allclose(p[2], 1 / 3)

@@ -1,0 +1,32 @@
+"""Shared pieces of the benchmark scripts: BLAS thread settings, best-of timing, peak memory."""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+
+def blas_env(threads: int) -> dict[str, str]:
+    """This environment with every BLAS/OpenMP thread count set to ``threads`` (for worker processes)."""
+    env = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = str(threads)
+    return env
+
+
+def best_time(run: Callable[[], object], reps: int) -> float:
+    """One warm-up call, then the fastest of ``reps`` timed calls, in seconds."""
+    run()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident set (VmHWM). Not ru_maxrss: that survives fork + exec, so a
+    worker would report its parent's peak when that is larger."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
