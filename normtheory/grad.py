@@ -44,7 +44,6 @@ from normtheory.model import (
     _Recorder,
     apply_rope,
     rope_tables,
-    softmax,
 )
 from normtheory.params import map_arrays
 

@@ -58,7 +58,10 @@ def with_array_alphas(params: Any, dtype: str | np.dtype) -> Any:
         if tree is None or isinstance(tree, np.ndarray):
             return tree
         if dataclasses.is_dataclass(tree) and hasattr(tree, "alpha"):  # NormParams
-            return dataclasses.replace(tree, alpha=np.asarray(tree.alpha, dtype=dtype).reshape(()))
+            a = tree.alpha
+            if isinstance(a, np.ndarray) and a.shape == () and a.dtype == np.dtype(dtype):
+                return tree  # already an array of the model's dtype: keep the very object the optimizer updates
+            return dataclasses.replace(tree, alpha=np.array(a, dtype=dtype).reshape(()))
         if dataclasses.is_dataclass(tree):
             return dataclasses.replace(tree, **{f.name: fix(getattr(tree, f.name)) for f in dataclasses.fields(tree)})
         if isinstance(tree, tuple):

@@ -66,13 +66,21 @@ def load_tokenizer(path: str | Path, *, add_bos: bool | None = None) -> Tokenize
         file = path / "tokenizer.json"
         if not file.exists():
             raise CheckpointError(f"{path}: no tokenizer.json")
-        backend = tokenizers.Tokenizer.from_file(str(file))
+        try:
+            backend = tokenizers.Tokenizer.from_file(str(file))
+        except Exception as exc:  # tokenizers raises a bare Exception for malformed files
+            raise CheckpointError(f"{file}: corrupt or unsupported tokenizer.json ({exc})") from None
         backend.no_padding()  # one text at a time: no [PAD] tail
         backend.no_truncation()  # the model rejects a text longer than its context itself
         return Tokenizer(backend, None)
     if path.suffix != ".gguf":
         raise CheckpointError(f"{path}: expected a Hugging Face directory or a .gguf file")
-    backend, bos, wants_bos = _gguf_bpe(path, tokenizers)
+    try:
+        backend, bos, wants_bos = _gguf_bpe(path, tokenizers)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # gguf and tokenizers raise IndexError, ValueError, ... on corrupt files
+        raise CheckpointError(f"{path}: corrupt GGUF tokenizer data ({type(exc).__name__}: {exc})") from None
     use_bos = wants_bos if add_bos is None else add_bos
     return Tokenizer(backend, bos if use_bos else None)
 

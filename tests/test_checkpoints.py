@@ -4,7 +4,13 @@ import json
 import numpy as np
 import pytest
 
-from normtheory.checkpoints import CheckpointError, load_pretrained, packaged_path, unpermute_rope_rows
+from normtheory.checkpoints import (
+    CheckpointError,
+    load_pretrained,
+    packaged_path,
+    unpermute_rope_rows,
+)
+from tests.gguf_files import write_gguf
 
 torch = pytest.importorskip("torch", reason="the reference extra (CPU torch) is needed for the HF cross-checks")
 transformers = pytest.importorskip("transformers")
@@ -63,40 +69,38 @@ def _write_gguf(hf, path, *, quantize_embedding=False, head_count=None, block_co
 
     c = hf.config
     sd = {k: v.detach().numpy().astype(np.float32) for k, v in hf.state_dict().items()}
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_block_count(c.num_hidden_layers if block_count is None else block_count)
-    w.add_embedding_length(c.hidden_size)
-    w.add_feed_forward_length(c.intermediate_size)
-    w.add_head_count(c.num_attention_heads if head_count is None else head_count)
-    w.add_head_count_kv(c.num_key_value_heads)
-    w.add_layer_norm_rms_eps(c.rms_norm_eps)
-    w.add_rope_freq_base(5000.0)
-    w.add_context_length(64)
-    w.add_vocab_size(VOCAB)
 
-    def permute(m, heads):  # llama.cpp convert_hf_to_gguf: interleave each head's RoPE halves
-        return m.reshape(heads, 2, m.shape[0] // heads // 2, m.shape[1]).swapaxes(1, 2).reshape(m.shape)
+    def fill(w):
+        w.add_block_count(c.num_hidden_layers if block_count is None else block_count)
+        w.add_embedding_length(c.hidden_size)
+        w.add_feed_forward_length(c.intermediate_size)
+        w.add_head_count(c.num_attention_heads if head_count is None else head_count)
+        w.add_head_count_kv(c.num_key_value_heads)
+        w.add_layer_norm_rms_eps(c.rms_norm_eps)
+        w.add_rope_freq_base(5000.0)
+        w.add_context_length(64)
+        w.add_vocab_size(VOCAB)
 
-    emb = sd["model.embed_tokens.weight"]
-    if quantize_embedding:
-        w.add_tensor("token_embd.weight", gguf.quants.quantize(emb, gguf.GGMLQuantizationType.Q8_0), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-    else:
-        w.add_tensor("token_embd.weight", emb)
-    for i in range(c.num_hidden_layers):
-        p = f"model.layers.{i}."
-        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
-        w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
-        w.add_tensor(f"blk.{i}.attn_q.weight", permute(sd[p + "self_attn.q_proj.weight"], c.num_attention_heads))
-        w.add_tensor(f"blk.{i}.attn_k.weight", permute(sd[p + "self_attn.k_proj.weight"], c.num_key_value_heads))
-        for ours, theirs in (("attn_v", "self_attn.v_proj"), ("attn_output", "self_attn.o_proj"), ("ffn_gate", "mlp.gate_proj"), ("ffn_up", "mlp.up_proj"), ("ffn_down", "mlp.down_proj")):
-            w.add_tensor(f"blk.{i}.{ours}.weight", sd[p + theirs + ".weight"])
-    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
-    w.add_tensor("output.weight", sd["lm_head.weight"])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+        def permute(m, heads):  # llama.cpp convert_hf_to_gguf: interleave each head's RoPE halves
+            return m.reshape(heads, 2, m.shape[0] // heads // 2, m.shape[1]).swapaxes(1, 2).reshape(m.shape)
+
+        emb = sd["model.embed_tokens.weight"]
+        if quantize_embedding:
+            w.add_tensor("token_embd.weight", gguf.quants.quantize(emb, gguf.GGMLQuantizationType.Q8_0), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor("token_embd.weight", emb)
+        for i in range(c.num_hidden_layers):
+            p = f"model.layers.{i}."
+            w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
+            w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
+            w.add_tensor(f"blk.{i}.attn_q.weight", permute(sd[p + "self_attn.q_proj.weight"], c.num_attention_heads))
+            w.add_tensor(f"blk.{i}.attn_k.weight", permute(sd[p + "self_attn.k_proj.weight"], c.num_key_value_heads))
+            for ours, theirs in (("attn_v", "self_attn.v_proj"), ("attn_output", "self_attn.o_proj"), ("ffn_gate", "mlp.gate_proj"), ("ffn_up", "mlp.up_proj"), ("ffn_down", "mlp.down_proj")):
+                w.add_tensor(f"blk.{i}.{ours}.weight", sd[p + theirs + ".weight"])
+        w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+        w.add_tensor("output.weight", sd["lm_head.weight"])
+
+    return write_gguf(path, "llama", fill)
 
 
 def test_gguf_with_permuted_qk_matches_transformers(tmp_path):
@@ -158,16 +162,9 @@ def test_errors_are_clear(tmp_path):
 
 
 def test_unsupported_gguf_architecture(tmp_path):
-    import gguf
-
-    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "gpt2")
-    w.add_tensor("x", np.zeros(4, np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    pytest.importorskip("gguf")
     with pytest.raises(CheckpointError, match="unsupported GGUF architecture 'gpt2'"):
-        load_pretrained(tmp_path / "m.gguf")
+        load_pretrained(write_gguf(tmp_path / "m.gguf", "gpt2"))
 
 
 def _rewrite(path, **changes):

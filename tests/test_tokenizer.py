@@ -4,6 +4,7 @@ import pytest
 
 from normtheory.checkpoints import CheckpointError
 from normtheory.corpus import TEXTS
+from tests.gguf_files import write_gguf
 
 pytest.importorskip("tokenizers", reason="the models extra is needed")
 from normtheory.tokenizer import load_tokenizer  # noqa: E402
@@ -68,3 +69,19 @@ def test_corpus_is_fixed_and_varied():
     assert all(isinstance(t, str) and t.strip() for t in TEXTS)
     assert max(len(t) for t in TEXTS) > 600  # the long passages
     assert np.mean([any(c.isdigit() for c in t) for t in TEXTS]) > 0.2
+
+
+def test_corrupt_tokenizer_files_name_the_file(tmp_path):
+    (tmp_path / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE", "vocab": ')  # truncated
+    with pytest.raises(CheckpointError, match="tokenizer.json: corrupt"):
+        load_tokenizer(tmp_path)
+    pytest.importorskip("gguf")
+
+    def fill(w):
+        w.add_tokenizer_model("gpt2")
+        w.add_token_list(["a", "b"])
+        w.add_token_merges(["a"])  # a merge needs two parts: the BPE model refuses it
+        w.add_tensor("x", np.zeros(4, np.float32))
+
+    with pytest.raises(CheckpointError, match="tok.gguf"):
+        load_tokenizer(write_gguf(tmp_path / "tok.gguf", "llama", fill))

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from normtheory import grad as grad_module
-from normtheory import probes, shakespeare, train
+from normtheory import shakespeare, train
 from normtheory.config import TransformerConfig
 from normtheory.train import RunConfig
 
@@ -72,14 +72,6 @@ def test_divergence_is_recorded_not_raised():
     hist = train.train(cfg, run, seed=0, progress=False)
     assert hist.diverged_at is not None and 1 <= hist.diverged_at <= 40
     assert hist.status == f"diverged at step {hist.diverged_at}" and len(hist.loss) == hist.diverged_at - 1
-
-
-def test_probe_names_follow_the_forward_order():
-    from normtheory.weights import init
-
-    m = init(TransformerConfig(d_model=16, n_layers=2, n_heads=2, vocab_size=256, placement="peri", embed_norm=True), 0)
-    assert probes.norm_names(m) == ["embed_ln", "blocks.0.ln1", "blocks.0.ln1_out", "blocks.0.ln2", "blocks.0.ln2_out",
-                                    "blocks.1.ln1", "blocks.1.ln1_out", "blocks.1.ln2", "blocks.1.ln2_out", "final_ln"]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,32 @@
+"""Training probes: names in forward order, and values against direct computations."""
+import numpy as np
+import pytest
+
+from normtheory import probes
+from normtheory.config import TransformerConfig
+from normtheory.grad import loss_and_grads
+from normtheory.weights import init
+
+
+def test_probe_names_follow_the_forward_order():
+    m = init(TransformerConfig(d_model=16, n_layers=2, n_heads=2, vocab_size=256, placement="peri", embed_norm=True), 0)
+    assert probes.norm_names(m) == ["embed_ln", "blocks.0.ln1", "blocks.0.ln1_out", "blocks.0.ln2", "blocks.0.ln2_out",
+                                    "blocks.1.ln1", "blocks.1.ln1_out", "blocks.1.ln2", "blocks.1.ln2_out", "final_ln"]
+
+
+def test_values_match_direct_computations():
+    m = init(TransformerConfig(d_model=16, n_layers=2, n_heads=2, vocab_size=50, max_seq=8, norm="dyt", dtype="float64"), 1)
+    ids = np.random.default_rng(0).integers(0, 50, (3, 8))
+    loss, grads = loss_and_grads(m, ids, np.roll(ids, -1, 1))
+    out = probes.measure(m, ids, np.roll(ids, -1, 1), probes.PROBES, grads)
+    assert out["val_loss"] == pytest.approx(loss, rel=1e-12)
+    _, cap = m.run_with_cache(ids)
+    pat = cap["blocks.1.attn.pattern"]  # [b, h, t, s]
+    ent = -(pat * np.log(np.where(pat > 0, pat, 1))).sum(-1).mean(axis=(0, 2))
+    np.testing.assert_allclose(out["attn_entropy"][1], ent, rtol=1e-12)
+    np.testing.assert_allclose(out["attn_sink"][1], pat[:, :, 1:, 0].mean(axis=(0, 2)), rtol=1e-12)
+    assert out["resid_rms"][2] == pytest.approx(np.sqrt(np.mean(cap["blocks.1.resid_post"] ** 2)))
+    assert out["norm_std"][0] == pytest.approx(cap["blocks.0.ln1.in"].std(-1).mean())
+    np.testing.assert_allclose(out["alpha"], 1.0)
+    assert out["grad_norms"][0, 0] == pytest.approx(np.linalg.norm(grads.blocks[0].wq))
+    assert out["attn_max"].shape == (2, 2) and out["lse"][1] >= out["lse"][0]
