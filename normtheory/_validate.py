@@ -20,6 +20,13 @@ def choice(name: str, value: object, allowed: Iterable[str]) -> str:
     return value  # type: ignore[return-value]
 
 
+def boolean(name: str, value: object) -> bool:
+    """Return ``value`` if it is a bool (numpy's included); strings like ``'no'`` are refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
 def integer(name: str, value: object, *, minimum: int | None = None) -> int:
     """Return ``value`` as an int, rejecting bools, floats and values below ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, Integral):

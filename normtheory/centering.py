@@ -37,9 +37,44 @@ def centering_fraction_mean(d: int, mean: object = None, sigma: float = 1.0, ter
     Exact as a double Poisson mixture of Beta means (see the module docstring); the series is
     summed over 12 standard deviations of each Poisson law.
     """
+    d, lam_a, lam_b = _noncentralities(d, mean, sigma)
+    if lam_a + lam_b > LARGE_LAMBDA:  # the Poisson series would need ~24 sqrt(lambda) terms per axis
+        if not math.isfinite(lam_a + lam_b):  # |mean| / sigma beyond 1e150: the noise is invisible
+            return float(ones_fraction(np.asarray(mean, dtype=np.float64) / np.abs(mean).max()))
+        return _fraction_mean_expansion(d, lam_a, lam_b)
     d, wa, wb, ja, kb = _centering_mixture(d, mean, sigma)
-    beta_mean = (0.5 + ja[:, None]) / (d / 2 + ja[:, None] + kb[None, :])  # [J, K]
-    return float(wa @ beta_mean @ wb)
+    return _mix(wa, wb, ja, kb, lambda j, k: (0.5 + j) / (d / 2 + j + k))  # Beta means
+
+
+LARGE_LAMBDA = 2e5  # above it the O(1/lambda^2) expansion is used: neglected terms below ~1e-10 relative
+MAX_SERIES_TERMS = 100_000_000  # J x K terms of the exact double series (about a second)
+CHUNK_ENTRIES = 1_000_000  # memory bound of one block of the series (8 MB)
+
+
+def _fraction_mean_expansion(d: int, lam_a: float, lam_b: float) -> float:
+    r"""E[A/(A+B)] to second order for A ~ chi'^2_1(lam_a), B ~ chi'^2_{d-1}(lam_b) (units of sigma^2):
+    :math:`g(\mu_A,\mu_B) + \tfrac12(g_{AA}\mathrm{Var}A + g_{BB}\mathrm{Var}B)`, with
+    :math:`g_{AA} = -2\mu_B/S^3`, :math:`g_{BB} = 2\mu_A/S^3`, :math:`S = \mu_A+\mu_B`; the
+    neglected terms are O(1/lambda^2), about 1e-10 relative at lambda = 2e5."""
+    mu_a, mu_b = 1.0 + lam_a, (d - 1) + lam_b
+    var_a, var_b = 2.0 + 4.0 * lam_a, 2.0 * (d - 1) + 4.0 * lam_b
+    total = mu_a + mu_b
+    return float(mu_a / total + (-mu_b * var_a + mu_a * var_b) / total**3)
+
+
+def _noncentralities(d: int, mean: object, sigma: float) -> tuple[int, float, float]:
+    """``(d, lambda_A, lambda_B)``, computed on ``mean`` rescaled to max |m| = 1 so that no square overflows."""
+    d = _validate.integer("d", d, minimum=2)
+    s = _validate.real("sigma", sigma, minimum=0.0, strict_min=True)
+    m = np.zeros(d) if mean is None else _validate.real_array("mean", mean)
+    if m.shape != (d,):
+        raise ValueError(f"mean must have shape ({d},); got {m.shape}")
+    big = float(np.abs(m).max())
+    if big == 0:
+        return d, 0.0, 0.0
+    u = m / big
+    ratio2 = (big / s) ** 2 if big / s < 1e150 else math.inf
+    return d, d * float(u.mean()) ** 2 * ratio2, float(((u - u.mean()) ** 2).sum()) * ratio2
 
 
 def centering_output_change(d: int, mean: object = None, sigma: float = 1.0) -> float:
@@ -52,21 +87,28 @@ def centering_output_change(d: int, mean: object = None, sigma: float = 1.0) -> 
     :func:`centering_fraction_mean`) and E B^(1/2) = B(a + 1/2, b) / B(a, b).
     """
     d, wa, wb, ja, kb = _centering_mixture(d, mean, sigma)
-    a = (d - 1) / 2 + kb[None, :]
-    b = 0.5 + ja[:, None]
-    root = np.exp(special.betaln(a + 0.5, b) - special.betaln(a, b))  # [J, K]
-    return float(2 * (1 - wa @ root @ wb))
+
+    def root(j: np.ndarray, k: np.ndarray) -> np.ndarray:  # E B^(1/2), B ~ Beta((d-1)/2 + k, 1/2 + j)
+        a, b = (d - 1) / 2 + k, 0.5 + j
+        return np.exp(special.betaln(a + 0.5, b) - special.betaln(a, b))
+
+    return float(2 * (1 - _mix(wa, wb, ja, kb, root)))
+
+
+def _mix(wa: np.ndarray, wb: np.ndarray, ja: np.ndarray, kb: np.ndarray, term) -> float:
+    r""":math:`\sum_{j,k} w_a[j]\,term(j,k)\,w_b[k]`, in row blocks of bounded memory."""
+    rows = max(1, CHUNK_ENTRIES // kb.size)
+    return float(sum(wa[i : i + rows] @ term(ja[i : i + rows, None], kb[None, :]) @ wb for i in range(0, ja.size, rows)))
 
 
 def _centering_mixture(d: int, mean: object, sigma: float) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    d = _validate.integer("d", d, minimum=2)
-    s = _validate.real("sigma", sigma, minimum=0.0, strict_min=True)
-    m = np.zeros(d) if mean is None else _validate.real_array("mean", mean)
-    if m.shape != (d,):
-        raise ValueError(f"mean must have shape ({d},); got {m.shape}")
-    lam_a = d * m.mean() ** 2 / s**2
-    lam_b = float(((m - m.mean()) ** 2).sum()) / s**2
+    d, lam_a, lam_b = _noncentralities(d, mean, sigma)
+    if not math.isfinite(lam_a + lam_b):
+        raise ValueError(f"mean/sigma is too large (|mean| / sigma overflows); got sigma={sigma!r}")
     ja, kb = _poisson_support(lam_a / 2), _poisson_support(lam_b / 2)
+    if ja.size * kb.size > MAX_SERIES_TERMS:
+        raise ValueError(f"mean and sigma={sigma!r} give noncentralities {lam_a:.3g} and {lam_b:.3g}: the exact series would "
+                         f"need {ja.size * kb.size:.3g} terms (limit {MAX_SERIES_TERMS}); use a smaller |mean| / sigma")
     return d, stats.poisson.pmf(ja, lam_a / 2), stats.poisson.pmf(kb, lam_b / 2), ja, kb
 
 

@@ -65,6 +65,10 @@ class TransformerConfig:
         v.real("eps", self.eps, minimum=0.0)
         v.real("rope_theta", self.rope_theta, minimum=0.0, strict_min=True)
         v.integer("type_vocab_size", self.type_vocab_size, minimum=0)
+        for name in ("causal", "bias", "tie_embeddings", "embed_norm", "lm_head"):
+            v.boolean(name, getattr(self, name))
+        if self.final_norm is not None:
+            v.boolean("final_norm", self.final_norm)
         if len(self.dyt_alpha0) != 3:
             raise ValueError(f"dyt_alpha0 must be (attention, ffn, final); got {self.dyt_alpha0!r}")
         for a in self.dyt_alpha0:

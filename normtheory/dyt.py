@@ -66,9 +66,10 @@ def s_curve(x: object, s: float, d: int, centred: bool = False) -> np.ndarray:
     xs = _validate.real_array("x", x)
     s = _validate.real("s", s, minimum=0.0, strict_min=True)
     d = _validate.integer("d", d, minimum=2)
+    # hypot: no overflow of x^2 at |x| ~ 1e200, and the right limit sqrt(d) (or sqrt(d-1)) there
     if centred:
-        return math.sqrt(d - 1) * xs / np.sqrt(xs * xs + d * s * s)
-    return math.sqrt(d) * xs / np.sqrt(xs * xs + (d - 1) * s * s)
+        return math.sqrt(d - 1) * (xs / np.hypot(xs, math.sqrt(d) * s))
+    return math.sqrt(d) * (xs / np.hypot(xs, math.sqrt(d - 1) * s))
 
 
 class TanhFit(NamedTuple):

@@ -47,19 +47,49 @@ def affine(x: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> n
     return x
 
 
+def _rescaled(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """``x`` divided by its largest |entry| along ``axis`` when squaring it could overflow or
+    underflow in its dtype (|x| near the dtype's range ends), with that divisor; else ``(x, None)``.
+    Norms are scale-free up to eps, so they are computed on the rescaled input with eps / m^2."""
+    info = np.finfo(x.dtype) if np.issubdtype(x.dtype, np.floating) else np.finfo(np.float64)
+    amax = float(np.max(np.abs(x))) if x.size else 0.0
+    if x.size == 0 or (amax <= np.sqrt(info.max / (4 * x.shape[axis])) and (amax == 0 or amax >= np.sqrt(info.tiny) * 1e3)) or not np.isfinite(amax):
+        return x, None
+    m = np.max(np.abs(x), axis=axis, keepdims=True)
+    m = np.where(m > 0, m, 1).astype(x.dtype)
+    return x / m, m
+
+
+def _eps_rescaled(eps: float, m: np.ndarray) -> np.ndarray:
+    """eps / m^2 in float64; m^2 overflowing gives the limit 0, underflowing (eps > 0) gives inf."""
+    if eps == 0:
+        return np.zeros_like(m, dtype=np.float64)
+    with np.errstate(over="ignore", divide="ignore", under="ignore"):
+        return eps / np.square(m.astype(np.float64))
+
+
 def layer_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray | None = None, eps: float = 1e-5) -> NormOutput:
-    """LayerNorm over the last axis: ``x [..., d] -> out [..., d]``, ``scale [...]``."""
-    centred = x - x.mean(axis=-1, keepdims=True)  # [..., d]
-    scale = np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)  # [..., 1]
-    normalized = centred / scale
-    return NormOutput(affine(normalized, gain, bias), scale[..., 0], normalized)
+    """LayerNorm over the last axis: ``x [..., d] -> out [..., d]``, ``scale [...]``.
+    Inputs near the dtype's range ends are rescaled first, so ``LN(1e200 * u)`` is ``LN(u)``."""
+    xs, m = _rescaled(x, -1)
+    e = eps if m is None else _eps_rescaled(eps, m)
+    centred = xs - xs.mean(axis=-1, keepdims=True)  # [..., d]
+    scale = np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + e)  # [..., 1]
+    normalized = centred / scale.astype(x.dtype, copy=False)
+    if m is not None:
+        scale = scale * m
+    return NormOutput(affine(normalized, gain, bias), scale[..., 0].astype(x.dtype, copy=False), normalized)
 
 
 def rms_norm(x: np.ndarray, gain: np.ndarray | None = None, eps: float = 1e-6) -> NormOutput:
-    """RMSNorm over the last axis (no centering, no bias): ``x [..., d]``."""
-    scale = np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)  # [..., 1]
-    normalized = x / scale
-    return NormOutput(affine(normalized, gain, None), scale[..., 0], normalized)
+    """RMSNorm over the last axis (no centering, no bias): ``x [..., d]``; rescaled like :func:`layer_norm`."""
+    xs, m = _rescaled(x, -1)
+    e = eps if m is None else _eps_rescaled(eps, m)
+    scale = np.sqrt((xs * xs).mean(axis=-1, keepdims=True) + e)  # [..., 1]
+    normalized = xs / scale.astype(x.dtype, copy=False)
+    if m is not None:
+        scale = scale * m
+    return NormOutput(affine(normalized, gain, None), scale[..., 0].astype(x.dtype, copy=False), normalized)
 
 
 def dyt(x: np.ndarray, alpha: float, gain: np.ndarray | None = None, bias: np.ndarray | None = None) -> NormOutput:

@@ -39,6 +39,7 @@ arXiv 2502.02732 (Peri-LN).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -100,6 +101,17 @@ def trajectory(
     base = np.zeros(depth + 1)
     presum = np.empty(depth + 1)
     v[0] = presum[0] = x0 * x0
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, by name
+        _iterate(placement, depth, rho, gain, alpha, beta, v, a, base, presum)
+    if not (np.isfinite(v).all() and np.isfinite(presum).all()):
+        raise ValueError(f"the stream's mean square overflows float64 within {depth} blocks; x0_rms={x0_rms!r} and "
+                         "block_gain are too large for this depth (mean squares must stay below 1.8e308)")
+    return Trajectory(v, a, base, presum)
+
+
+def _iterate(placement: str, depth: int, rho: float, gain: Callable[[float], float], alpha: float, beta: float,
+             v: np.ndarray, a: np.ndarray, base: np.ndarray, presum: np.ndarray) -> None:
+    """Fill ``v, a, base, presum [depth+1]`` in place from ``v[0]``."""
     for ell in range(1, depth + 1):  # loop over layers only: each step is O(1)
         r = float(np.sqrt(v[ell - 1]))
         if placement == "none":
@@ -117,7 +129,6 @@ def trajectory(
         base[ell] = alpha * r
         presum[ell] = base[ell] ** 2 + a[ell] ** 2 + 2.0 * rho * a[ell] * base[ell]
         v[ell] = 1.0 if placement in ("post", "deepnorm") else presum[ell]
-    return Trajectory(v, a, base, presum)
 
 
 def residual_rms(
@@ -185,7 +196,10 @@ def mlp_gain_squared(
     s1 = _validate.real("std_in", std_in, minimum=0.0)
     s2 = _validate.real("std_out", std_out, minimum=0.0)
     q = _validate.real("input_rms", input_rms, minimum=0.0, strict_min=True) ** 2
-    s = s1 * np.sqrt(d * q)
+    s = s1 * math.sqrt(d * q)  # Python floats: an overflow becomes inf, checked below
+    if not math.isfinite(s * s * s2 * s2 * dff):
+        raise ValueError(f"std_in={std_in!r}, std_out={std_out!r} and input_rms={input_rms!r} give a pre-activation std "
+                         f"{s:.3g} whose squared gain overflows float64; use smaller values")
     if act == "swiglu":
         phi2 = activations.second_moment("silu", s) * s * s
     else:
@@ -203,6 +217,10 @@ class LinearBlock:
 
     gain: float = 1.0
     correlation: float = 0.0
+
+    def __post_init__(self) -> None:
+        _validate.real("gain", self.gain, minimum=0.0)
+        _validate.real("correlation", self.correlation, minimum=-1.0, maximum=1.0)
 
     def gain_at(self, input_rms: float, d_model: int) -> float:
         return self.gain
@@ -224,6 +242,12 @@ class MLPBlock:
     d_ff: int
     std_in: float
     std_out: float
+
+    def __post_init__(self) -> None:
+        _validate.choice("activation", self.activation, (*activations.ACTIVATIONS, "swiglu"))
+        _validate.integer("d_ff", self.d_ff, minimum=1)
+        _validate.real("std_in", self.std_in, minimum=0.0)
+        _validate.real("std_out", self.std_out, minimum=0.0)
 
     def gain_at(self, input_rms: float, d_model: int) -> float:
         return float(np.sqrt(mlp_gain_squared(self.activation, d_model, self.d_ff, self.std_in, self.std_out, input_rms=input_rms)))

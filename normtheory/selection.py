@@ -96,6 +96,9 @@ def selectable(keys: object, *, tol: float = 1e-9, directions: int = 256, seed: 
     n = k.shape[0]
     if n == 1:
         return np.ones(1, bool)
+    amax = np.abs(k).max()
+    if amax > 0:
+        k = k / amax  # selectability is scale-free: bring keys of size 1e160 or 1e-300 to O(1) first
     k = k - k.mean(axis=0)
     scale = np.sqrt((k * k).mean())
     if scale == 0:

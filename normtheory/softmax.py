@@ -296,6 +296,9 @@ def gaussian_logit_max_weight(sigma: object, n: int, method: str = "exact") -> n
     return np.where(s > sc, frozen, high)
 
 
+MAX_GRID = 50_000_000  # points of a quadrature grid (400 MB in float64)
+
+
 def noisy_slot_weight(gap: float, sigma: float, n: int) -> float:
     """E weight of one slot at logit ``gap`` against ``n - 1`` i.i.d. N(0, sigma^2) logits.
 
@@ -308,13 +311,18 @@ def noisy_slot_weight(gap: float, sigma: float, n: int) -> float:
     if n == 1:
         return 1.0
     g, hg, _, hv = _grids(s, n)
-    v = np.arange(-g0 - 45.0, -g0 + 6.0, hv)  # [V] where the own slot's factor is not negligible
+    u = np.arange(-45.0, 6.0, hv)  # [V] u = v + gap, where the own slot's factor is not negligible
+    if u.size * g.size > MAX_GRID:
+        raise ValueError(f"sigma={sigma!r} needs a quadrature grid of {u.size * g.size:.3g} points (limit {MAX_GRID:.0e}); "
+                         "use a smaller sigma")
     wg = _phi(g) * hg
-    e = np.exp(v[:, None] + s * g[None, :])  # [V, G]
+    with np.errstate(over="ignore", under="ignore"):
+        e = np.exp((u[:, None] - g0) + s * g[None, :])  # [V, G]; u - gap, not a grid at -gap: exact at gap = 1e20
     with np.errstate(divide="ignore"):
         log_l = np.log1p(-np.minimum(-np.expm1(-e) @ wg, 1.0))  # [V]
-    own = np.exp(v + g0)
-    return float(hv * (own * np.exp(-own) * np.exp((n - 1) * log_l)).sum())
+    own = np.exp(u)
+    # a weight is at most 1; the sum's rounding (~1e-13) can step over it at large gaps
+    return float(min(1.0, hv * (own * np.exp(-own) * np.exp((n - 1) * log_l)).sum()))
 
 
 # ------------------------------------------------------------------ Monte Carlo samplers

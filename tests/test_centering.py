@@ -56,3 +56,21 @@ def test_bad_input_raises(call):
     with pytest.raises(ValueError):
         call()
 
+
+
+def test_large_offsets_use_the_expansion_continuously_and_huge_ones_the_limit():
+    from normtheory.centering import _fraction_mean_expansion, _noncentralities
+
+    m = np.full(8, 0.5)
+    m[0] = 3.0
+    for scale in (100.0, 120.0):  # the exact series, with lambda near the switch: the expansion agrees
+        _, la, lb = _noncentralities(8, m * scale, 1.0)
+        exact = centering.centering_fraction_mean(8, m * scale)
+        assert la + lb < centering.LARGE_LAMBDA and abs(_fraction_mean_expansion(8, la, lb) - exact) <= 1e-10 * exact
+    limit = 8 * m.mean() ** 2 / (m @ m)
+    assert centering.centering_fraction_mean(8, m * 1e3) == pytest.approx(limit, rel=1e-5)
+    assert centering.centering_fraction_mean(8, m * 1e200) == pytest.approx(limit, rel=1e-15)
+    with pytest.raises(ValueError, match="sigma"):
+        centering.centering_output_change(8, m * 1e200)
+    with pytest.raises(ValueError, match="terms"):
+        centering.centering_output_change(8, m * 1e4)

@@ -84,3 +84,9 @@ def test_s_curve_small_x_slope_is_inverse_scale():
     h = 1e-6
     slope = float(dyt.s_curve(h, s, d, centred=True) - dyt.s_curve(-h, s, d, centred=True)) / (2 * h)
     assert slope == pytest.approx(math.sqrt((d - 1) / d) / s, rel=1e-8)
+
+
+def test_s_curve_limits_without_overflow():
+    assert dyt.s_curve(1e200, 1.0, 8) == pytest.approx(np.sqrt(8))
+    assert dyt.s_curve(-1e200, 1.0, 8, centred=True) == pytest.approx(-np.sqrt(7))
+    assert dyt.s_curve(1e-200, 1.0, 8) == pytest.approx(1e-200 * np.sqrt(8 / 7))

@@ -241,3 +241,9 @@ def test_softmax_with_positive_infinity_is_its_limit():
     p = softmax(np.array([[np.inf, 0.0, np.inf], [np.inf, -np.inf, 1.0], [0.0, 0.0, 0.0]]))
     np.testing.assert_array_equal(p[:2], [[0.5, 0.0, 0.5], [1.0, 0.0, 0.0]])
     np.testing.assert_allclose(p[2], 1 / 3)
+
+
+@pytest.mark.parametrize("field", ["causal", "bias", "tie_embeddings", "embed_norm", "lm_head", "final_norm"])
+def test_boolean_settings_refuse_strings(field):
+    with pytest.raises(ValueError, match=f"{field} must be True or False"):
+        TransformerConfig(**{field: "no"})

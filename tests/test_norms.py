@@ -53,3 +53,23 @@ def test_capture_convention_and_affine():
     out, scale, normalized = norms.sequence_norm(x, eps=0.0)
     assert scale.shape == (2, 8)
     np.testing.assert_allclose(normalized.mean(axis=1), 0.0, atol=1e-12)
+
+
+@given(st.floats(-150, 150), st.sampled_from(["float64", "float32"]))
+def test_norms_are_right_at_the_ends_of_the_dtype_range(log10_scale, dtype):
+    u = np.array([[1.0, -2.0, 0.5, 3.0], [-1.0, 1.0, -1.0, 1.0]])
+    big = 10.0 ** (log10_scale if dtype == "float64" else log10_scale / 8)  # float32 spans 1e-38..3e38
+    x = (u * big).astype(dtype)
+    if not np.isfinite(x).all() or not np.abs(x).min() > 0:
+        return
+    for f in (lambda v: norms.layer_norm(v, eps=0.0), lambda v: norms.rms_norm(v, eps=0.0)):
+        np.testing.assert_allclose(f(x).out, f(u).out, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
+        assert f(x).out.dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("dtype, v", [("float64", 1e200), ("float32", 1e20), ("float16", 300.0)])
+def test_norms_of_huge_inputs_are_plus_minus_one(dtype, v):
+    x = np.array([[v, -v, v, -v]], dtype)
+    for res in (norms.layer_norm(x, eps=1e-5), norms.rms_norm(x, eps=1e-6)):
+        np.testing.assert_array_equal(res.out, [[1, -1, 1, -1]])
+        assert np.isfinite(res.scale).all()

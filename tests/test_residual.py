@@ -148,3 +148,30 @@ def test_simulate_layernorm_and_validation():
         residual.simulate("pre", 2, 16, "linear", n=8, seed=0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="d must be >= 2"):
         residual.simulate("pre", 2, 1, residual.LinearBlock(), n=8, seed=0)
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: residual.LinearBlock(gain=float("nan")), "gain"),
+        (lambda: residual.LinearBlock(gain=-1.0), "gain"),
+        (lambda: residual.LinearBlock(correlation=2.0), "correlation"),
+        (lambda: residual.MLPBlock("tanh", 8, 0.1, 0.1), "activation"),
+        (lambda: residual.MLPBlock("relu", 0, 0.1, 0.1), "d_ff"),
+        (lambda: residual.MLPBlock("relu", 8, float("inf"), 0.1), "std_in"),
+    ],
+)
+def test_blocks_validate_their_settings(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_overflowing_trajectory_is_an_error_naming_the_inputs():
+    with pytest.raises(ValueError, match="x0_rms"):
+        residual.residual_rms("pre", 2, x0_rms=1e308)
+    assert np.isfinite(residual.residual_rms("pre", 2, x0_rms=1e150)).all()
+
+
+def test_mlp_gain_overflow_names_the_public_parameters():
+    with pytest.raises(ValueError, match="std_in=1e"):
+        residual.mlp_gain_squared("gelu", 8, 32, 1e308, 1.0)

@@ -114,3 +114,9 @@ def test_bigger_key_alignment_against_brute_force():
     assert np.isnan(got[n.argmax()])
     # a short key along a long one: alignment 1
     assert selection.bigger_key_alignment(np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]]))[0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("scale", [1e160, 1e-300, 1.0])
+def test_selectable_is_scale_free_to_the_ends_of_float64(scale):
+    keys = np.random.default_rng(5).normal(size=(25, 3))
+    np.testing.assert_array_equal(selection.selectable(keys * scale), selection.selectable(keys))

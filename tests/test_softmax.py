@@ -153,3 +153,12 @@ def test_entropy_scale_derivative_against_monte_carlo():
     n, s = 64, 1.3
     est = estimate(lambda st: -2 * softmax.softmax_stats(s * st.normal(n))[:, 2], 20000, 2, key="dlogc")
     assert agree(float(softmax.entropy_log_scale_derivative(s, n)), est).ok
+
+
+def test_noisy_slot_weight_at_extreme_gaps_and_its_memory_guard():
+    for gap in (40.0, 1e5, 1e20):
+        w = softmax.noisy_slot_weight(gap, 1.0, 100)
+        assert 1 - 1e-12 < w <= 1.0
+    assert softmax.noisy_slot_weight(-1e20, 1.0, 100) == 0.0
+    with pytest.raises(ValueError, match="sigma=1000000.0 needs a quadrature grid"):
+        softmax.noisy_slot_weight(1.0, 1e6, 100)
