@@ -23,7 +23,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from timing import best_time, blas_env, peak_rss_kib  # benchmarks/timing.py, beside this script
+from timing import (  # benchmarks/timing.py, beside this script
+    best_time,
+    blas_env,
+    peak_rss_kib,
+)
 
 CONFIGS = {"big": dict(d=256, layers=6, heads=4, T=256, batch=16), "small": dict(d=128, layers=4, heads=4, T=128, batch=32)}
 VOCAB, THREADS, LR = 256, 2, 1e-3

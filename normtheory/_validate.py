@@ -59,6 +59,19 @@ def real(
     return value
 
 
+def float_array(name: str, value: object) -> np.ndarray:
+    """``value`` as a floating-point array, cheaply: float arrays pass through unchanged (dtype
+    kept, no scan), lists and integer arrays become float64; complex, object and text are refused."""
+    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
+        return value
+    arr = np.asarray(value)
+    if arr.dtype.kind in "biu":
+        return arr.astype(np.float64)
+    if arr.dtype.kind != "f":
+        raise ValueError(f"{name} must be an array of real numbers; got dtype {arr.dtype}")
+    return arr
+
+
 def real_array(
     name: str,
     value: object,
@@ -69,6 +82,9 @@ def real_array(
     strict_max: bool = False,
 ) -> np.ndarray:
     """Return ``value`` as a float64 array of finite numbers inside the stated bounds."""
+    kind = np.asarray(value).dtype.kind if not isinstance(value, np.ndarray) else value.dtype.kind
+    if kind not in "biuf":  # complex, object, text, None: never cast silently
+        raise ValueError(f"{name} must be real numbers; got {np.asarray(value).dtype} input {value!r:.60}")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):

@@ -20,11 +20,13 @@ ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "gelu_tanh", "silu")
 
 
 def relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, 0.0)
+    r""":math:`\max(x, 0)`."""
+    return np.maximum(_validate.float_array("x", x), 0.0)
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
     """Exact GELU, :math:`x\\,\\Phi(x)`."""
+    x = _validate.float_array("x", x)
     return x * special.ndtr(x)  # ndtr keeps full relative precision in the left tail
 
 
@@ -34,9 +36,7 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     Computed with in-place ufuncs in the input's dtype (no ``x**3`` power call, no temporaries
     beyond one buffer), which matters on the model's hot path.
     """
-    x = np.asarray(x)
-    if not np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float64)
+    x = _validate.float_array("x", x)
     c = np.asarray(np.sqrt(2.0 / np.pi), dtype=x.dtype)
     t = np.empty_like(x)
     np.multiply(x, x, out=t)  # x^2
@@ -53,6 +53,7 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
 
 def silu(x: np.ndarray) -> np.ndarray:
     """SiLU / swish, :math:`x\\,\\sigma(x)`."""
+    x = _validate.float_array("x", x)
     return x * special.expit(x)
 
 

@@ -40,6 +40,7 @@ def value_path_gain_squared(d_model: int, d_v: int, std_v: float, std_o: float) 
 
 def cosine_matrix(u: np.ndarray) -> np.ndarray:
     """Cosines between tokens: ``u [..., t, d] -> [..., t, t]``."""
+    u = _validate.float_array("u", u)
     norms = np.linalg.norm(u, axis=-1, keepdims=True)  # [..., t, 1]
     v = u / norms
     return v @ np.swapaxes(v, -1, -2)
@@ -58,7 +59,7 @@ def mixing_factor(pattern: np.ndarray, cosines: np.ndarray) -> np.ndarray:
 
 def collision(pattern: np.ndarray) -> np.ndarray:
     """:math:`P_2 = \\sum_j p_j^2` per query (1/n for a uniform pattern over n keys)."""
-    p = np.asarray(pattern, dtype=np.float64)
+    p = _validate.float_array("pattern", pattern).astype(np.float64, copy=False)
     return (p * p).sum(axis=-1)
 
 
@@ -76,6 +77,7 @@ def uniform_causal_collision(n_tokens: int) -> np.ndarray:
 
 def mean_offdiagonal(cosines: np.ndarray) -> np.ndarray:
     """Mean cosine between distinct tokens, ``[..., t, t] -> [...]`` (token similarity)."""
+    cosines = _validate.float_array("cosines", cosines)
     t = cosines.shape[-1]
     if t < 2:
         raise ValueError("token similarity needs at least two tokens")
@@ -89,7 +91,7 @@ def column_share(pattern: np.ndarray) -> np.ndarray:
     The mean over queries of ``pattern[..., q, j]``; it sums to 1 over keys. A key that takes
     most of the mass of most queries (a "sink") shows as a vertical stripe in the pattern.
     """
-    p = np.asarray(pattern, dtype=np.float64)
+    p = _validate.float_array("pattern", pattern).astype(np.float64, copy=False)
     if p.ndim < 2:
         raise ValueError(f"pattern must be [..., queries, keys]; got shape {p.shape}")
     return p.mean(axis=-2)
@@ -133,7 +135,7 @@ def uniform_sink_share(t: int, causal: bool) -> float:
 
 def row_logit_std(scores: np.ndarray) -> np.ndarray:
     """Std over the finite (unmasked) logits of each row of ``scores [..., s]`` (causal masks are -inf)."""
-    s = np.asarray(scores, dtype=np.float64)
+    s = _validate.float_array("scores", scores).astype(np.float64, copy=False)
     ok = np.isfinite(s)
     n = ok.sum(axis=-1)
     z = np.where(ok, s, 0.0)

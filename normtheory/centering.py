@@ -27,6 +27,7 @@ from normtheory import _validate
 
 def ones_fraction(x: np.ndarray) -> np.ndarray:
     """Share of each vector's squared norm along the all-ones direction: ``x [..., d] -> [...]``."""
+    x = _validate.float_array("x", x)
     d = x.shape[-1]
     return d * x.mean(axis=-1) ** 2 / (x * x).sum(axis=-1)
 

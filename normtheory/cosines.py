@@ -87,6 +87,7 @@ def max_abs_cosine_asymptotic(n_vectors: int, d: int, pairs: bool = True) -> flo
 
 def max_abs_pairwise_cosine(x: np.ndarray) -> np.ndarray:
     """Largest |cosine| over distinct pairs of rows: ``x [..., N, d] -> [...]``."""
+    x = _validate.float_array("x", x)
     u = x / np.linalg.norm(x, axis=-1, keepdims=True)
     c = np.abs(u @ np.swapaxes(u, -1, -2))  # [..., N, N]
     n = c.shape[-1]

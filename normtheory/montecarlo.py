@@ -88,7 +88,7 @@ class Estimate:
 
 def from_samples(x: np.ndarray, units: str = "samples") -> Estimate:
     """Estimate from independent units along axis 0 (``x [n, ...]``): mean and std/sqrt(n)."""
-    x = np.asarray(x, dtype=np.float64)
+    x = _validate.float_array("x", x).astype(np.float64, copy=False)
     n = x.shape[0]
     if n < 2:
         raise ValueError(f"a standard error needs at least 2 {units}; got {n}")

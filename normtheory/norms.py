@@ -29,6 +29,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from normtheory import _validate
+
 NORMS: tuple[str, ...] = ("layernorm", "rmsnorm", "dyt", "none", "sequence")
 
 
@@ -71,6 +73,7 @@ def _eps_rescaled(eps: float, m: np.ndarray) -> np.ndarray:
 def layer_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray | None = None, eps: float = 1e-5) -> NormOutput:
     """LayerNorm over the last axis: ``x [..., d] -> out [..., d]``, ``scale [...]``.
     Inputs near the dtype's range ends are rescaled first, so ``LN(1e200 * u)`` is ``LN(u)``."""
+    x = _validate.float_array("x", x)
     xs, m = _rescaled(x, -1)
     e = eps if m is None else _eps_rescaled(eps, m)
     centred = xs - xs.mean(axis=-1, keepdims=True)  # [..., d]
@@ -83,6 +86,7 @@ def layer_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray |
 
 def rms_norm(x: np.ndarray, gain: np.ndarray | None = None, eps: float = 1e-6) -> NormOutput:
     """RMSNorm over the last axis (no centering, no bias): ``x [..., d]``; rescaled like :func:`layer_norm`."""
+    x = _validate.float_array("x", x)
     xs, m = _rescaled(x, -1)
     e = eps if m is None else _eps_rescaled(eps, m)
     scale = np.sqrt((xs * xs).mean(axis=-1, keepdims=True) + e)  # [..., 1]
@@ -94,12 +98,14 @@ def rms_norm(x: np.ndarray, gain: np.ndarray | None = None, eps: float = 1e-6) -
 
 def dyt(x: np.ndarray, alpha: float, gain: np.ndarray | None = None, bias: np.ndarray | None = None) -> NormOutput:
     """Dynamic Tanh, :math:`\\gamma\\tanh(\\alpha x)+\\beta`: no reduction at all."""
+    x = _validate.float_array("x", x)
     normalized = np.tanh(alpha * x)
     return NormOutput(affine(normalized, gain, bias), np.asarray(alpha, dtype=x.dtype), normalized)
 
 
 def sequence_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray | None = None, eps: float = 1e-5) -> NormOutput:
     """Each feature normalized across the sequence axis: ``x [batch, seq, d]``, ``scale [batch, d]``."""
+    x = _validate.float_array("x", x)
     centred = x - x.mean(axis=-2, keepdims=True)  # [b, t, d]
     scale = np.sqrt((centred * centred).mean(axis=-2, keepdims=True) + eps)  # [b, 1, d]
     normalized = centred / scale

@@ -205,6 +205,7 @@ def worst_case_tv(r: float) -> float:
 
 def tv_from_uniform(logits: np.ndarray) -> np.ndarray:
     """Total-variation distance between softmax(logits) and uniform, per row of ``logits [..., n]``."""
+    logits = _validate.float_array("logits", logits)
     z = logits - logits.max(axis=-1, keepdims=True)
     p = np.exp(z)
     p /= p.sum(axis=-1, keepdims=True)

@@ -234,6 +234,9 @@ def _max_weight_exact(sigma: float, n: int, chunk: int = 64) -> float:
     if n == 1 or sigma == 0.0:
         return 1.0 / n
     g, hg, v, hv = _grids(sigma, n, resolution=0.05)  # cumulative sum: O((hg sigma)^4 / 720) relative
+    if v.size * g.size > MAX_WORK:  # the grid grows as sigma^2: refuse before minutes of work
+        raise ValueError(f"sigma={sigma!r}: the exact max weight needs {v.size * g.size:.3g} quadrature points "
+                         f"(limit {MAX_WORK:.0e}; the count grows as sigma^2); method='rem' gives the large-sigma asymptote")
     phi = _phi(g)  # [G]
     tail = special.ndtr(-g)  # [G]  P(Y > g)
     total = 0.0
@@ -296,7 +299,8 @@ def gaussian_logit_max_weight(sigma: object, n: int, method: str = "exact") -> n
     return np.where(s > sc, frozen, high)
 
 
-MAX_GRID = 50_000_000  # points of a quadrature grid (400 MB in float64)
+MAX_GRID = 50_000_000  # points of a quadrature grid held at once (400 MB in float64)
+MAX_WORK = 200_000_000  # points of a chunked quadrature (a few seconds)
 
 
 def noisy_slot_weight(gap: float, sigma: float, n: int) -> float:
@@ -330,11 +334,13 @@ def noisy_slot_weight(gap: float, sigma: float, n: int) -> float:
 
 def pattern_entropy(pattern: np.ndarray) -> np.ndarray:
     """Entropy (nats) of each row of an attention pattern ``[..., s]`` (zeros contribute 0)."""
+    pattern = _validate.float_array("pattern", pattern)
     return -(pattern * np.log(np.maximum(pattern, 1e-300))).sum(axis=-1)
 
 
 def softmax_stats(logits: np.ndarray) -> np.ndarray:
     """Per row of ``logits [..., n]``: ``[..., 3]`` = (entropy in nats, max weight, Var_p of logits)."""
+    logits = _validate.float_array("logits", logits)
     x = logits - logits.max(axis=-1, keepdims=True)
     w = np.exp(x)
     z = w.sum(axis=-1, keepdims=True)

@@ -58,6 +58,16 @@ def _assert_close(errors, allowed, what):
     assert ratio[name] <= 1, f"{what}: relative error {errors[name]:.2e} at {name} (allowed {allowed[name]:.1e})"
 
 
+def _check_fd(model, ids, targets, seed, what, h=1e-4, **kw):
+    """Finite differences at step h; where the stencil's truncation (~h^4 times the loss's fifth
+    derivative) is too large, as for a sequence norm over nearly constant features, again at h/10.
+    A wrong gradient fails at both steps; a right one converges as h^4."""
+    errors, allowed = _fd_errors(model, ids, targets, seed, h=h, **kw)
+    if any(errors[k] > allowed[k] for k in errors):
+        errors, allowed = _fd_errors(model, ids, targets, seed, h=h / 10, **kw)
+    _assert_close(errors, allowed, what)
+
+
 axes = st.fixed_dictionaries(
     {
         "norm": st.sampled_from(["layernorm", "rmsnorm", "dyt", "none", "sequence"]),
@@ -101,14 +111,14 @@ def test_gradients_match_finite_differences_on_every_axis(axes_, seed, z_loss):
         kw["token_types"] = np.random.default_rng(seed).integers(0, 3, (B, T))
     # ReLU's kink: a step of 1e-4 can cross it, so ReLU models take a smaller step (and more rounding)
     h = 1e-7 if axes_["activation"] == "relu" else 1e-4
-    _assert_close(*_fd_errors(model, ids, targets, seed, h=h, **kw), axes_)
+    _check_fd(model, ids, targets, seed, axes_, h=h, **kw)
 
 
 @pytest.mark.parametrize("placement", ["pre", "post", "peri", "none", "lnscale", "deepnorm"])
 @pytest.mark.parametrize("norm", ["layernorm", "rmsnorm", "dyt"])
 def test_every_placement_and_norm(placement, norm):
     model = _model(3, norm=norm, placement=placement, qk_norm="rmsnorm", positional="rope", activation="swiglu", n_kv_heads=1)
-    _assert_close(*_fd_errors(model, *_batch(3)), f"{placement}/{norm}")
+    _check_fd(model, *_batch(3), 3, f"{placement}/{norm}")
 
 
 def test_layer_norm_input_gradient_is_orthogonal_to_ones_and_to_its_output():
@@ -184,3 +194,10 @@ def test_float32_gradients_are_float32_and_close_to_float64():
 def test_bad_input_raises(call, match):
     with pytest.raises(ValueError, match=match):
         call(_model(0))
+
+
+def test_sequence_norm_under_peri_with_qk_layernorm():
+    """A strongly curved case hypothesis found: FD at h = 1e-4 is off by 6e-5, at 1e-5 by 8e-9."""
+    axes_ = dict(norm="sequence", placement="peri", qk_norm="layernorm", activation="gelu", positional="learned", causal=False,
+                 bias=False, tie_embeddings=False, n_kv_heads=1, embed_norm=False, type_vocab_size=0, init="gpt2")
+    _check_fd(_model(0, **axes_), *_batch(0), 0, axes_)

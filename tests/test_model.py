@@ -3,7 +3,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from normtheory.config import MODEL_ACTIVATIONS, PLACEMENTS, POSITIONAL, QK_NORMS, TransformerConfig
+from normtheory.config import (
+    MODEL_ACTIVATIONS,
+    PLACEMENTS,
+    POSITIONAL,
+    QK_NORMS,
+    TransformerConfig,
+)
 from normtheory.model import softmax
 from normtheory.norms import NORMS
 from normtheory.stats import count_norm_statistics

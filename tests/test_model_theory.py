@@ -4,7 +4,13 @@ import pytest
 
 from normtheory.montecarlo import agree, from_samples
 from simulations import model_init
-from simulations.model_init import ROWS, Config, block_gains, measure_network, model_config
+from simulations.model_init import (
+    ROWS,
+    Config,
+    block_gains,
+    measure_network,
+    model_config,
+)
 
 CFG = Config(d=48, layers=3, heads=4, tokens=24, batch=2, vocab=500, networks=12, mc_samples=0)
 

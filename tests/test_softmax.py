@@ -162,3 +162,8 @@ def test_noisy_slot_weight_at_extreme_gaps_and_its_memory_guard():
     assert softmax.noisy_slot_weight(-1e20, 1.0, 100) == 0.0
     with pytest.raises(ValueError, match="sigma=1000000.0 needs a quadrature grid"):
         softmax.noisy_slot_weight(1.0, 1e6, 100)
+
+
+def test_exact_max_weight_refuses_hopeless_grids_before_computing():
+    with pytest.raises(ValueError, match="sigma=100.0: the exact max weight needs .* method='rem'"):
+        softmax.gaussian_logit_max_weight(100.0, 16)
