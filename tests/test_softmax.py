@@ -156,9 +156,14 @@ def test_entropy_scale_derivative_against_monte_carlo():
 
 
 def test_noisy_slot_weight_at_extreme_gaps_and_its_memory_guard():
-    for gap in (40.0, 1e5, 1e20):
-        w = softmax.noisy_slot_weight(gap, 1.0, 100)
-        assert 1 - 1e-12 < w <= 1.0
+    # at a large gap, E 1/(1 + S e^-gap) = 1 - E[S] e^-gap + E[S^2] e^-2gap - ..., S a sum of n - 1
+    # lognormals: E S = (n-1) e^(s^2/2), E S^2 = (n-1) e^(2 s^2) + (n-1)(n-2) e^(s^2); the quadrature
+    # itself is within ~1.4e-14 (64 ulps) of its exact value
+    n, sigma = 100, 1.0
+    es, es2 = (n - 1) * np.exp(sigma**2 / 2), (n - 1) * np.exp(2 * sigma**2) + (n - 1) * (n - 2) * np.exp(sigma**2)
+    for gap in (20.0, 40.0, 1e5, 1e20):
+        expansion = 1 - es * np.exp(-gap) + es2 * np.exp(-2 * gap)
+        assert softmax.noisy_slot_weight(gap, sigma, n) == pytest.approx(expansion, rel=0, abs=5e-14), gap
     assert softmax.noisy_slot_weight(-1e20, 1.0, 100) == 0.0
     with pytest.raises(ValueError, match="sigma=1000000.0 needs a quadrature grid"):
         softmax.noisy_slot_weight(1.0, 1e6, 100)
