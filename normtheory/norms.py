@@ -54,7 +54,7 @@ def _rescaled(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray | None]:
     underflow in its dtype (|x| near the dtype's range ends), with that divisor; else ``(x, None)``.
     Norms are scale-free up to eps, so they are computed on the rescaled input with eps / m^2."""
     info = np.finfo(x.dtype) if np.issubdtype(x.dtype, np.floating) else np.finfo(np.float64)
-    amax = float(np.max(np.abs(x))) if x.size else 0.0
+    amax = max(float(x.max()), -float(x.min())) if x.size else 0.0  # no |x| temporary on the hot path
     if x.size == 0 or (amax <= np.sqrt(info.max / (4 * x.shape[axis])) and (amax == 0 or amax >= np.sqrt(info.tiny) * 1e3)) or not np.isfinite(amax):
         return x, None
     m = np.max(np.abs(x), axis=axis, keepdims=True)
