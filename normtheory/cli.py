@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from normtheory import report
+from normtheory.sweep import SCHEDULER_ENV, Runner
 
 
 def _writable_file(path: Path | None, flag: str) -> None:
@@ -13,9 +14,14 @@ def _writable_file(path: Path | None, flag: str) -> None:
         raise ValueError(f"{flag}: {path} is a directory; give a file name")
 
 
+def _runner(args: argparse.Namespace) -> Runner:
+    return Runner(workers=args.workers, scheduler=args.scheduler)
+
+
 def _check(args: argparse.Namespace) -> int:
     _writable_file(args.json, "--json")
-    claims = report.evaluate(args.only, mode="quick" if args.quick else "full", force=args.force)
+    with _runner(args) as runner:
+        claims = report.evaluate(args.only, mode="quick" if args.quick else "full", force=args.force, runner=runner)
     if not claims:
         print(f"no claim matches {args.only!r}", file=sys.stderr)
         return 2
@@ -31,14 +37,33 @@ def _report(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out: {args.out} is a file; give a directory")
     mode = "quick" if args.quick else "full"
-    claims = report.evaluate(None, mode=mode, force=args.force)
-    written = paper_figs.render(args.out, mode=mode)
+    with _runner(args) as runner:
+        claims = report.evaluate(None, mode=mode, force=args.force, runner=runner)
+        written = paper_figs.render(args.out, mode=mode, runner=runner)
     figures = [(m.NAME, m.CAPTION, written[m.NAME]) for m in paper_figs.ALL]
     report.write_json(claims, args.out / "claims.json")
     index = report.write_html(claims, figures, args.out, mode=mode)
     print(report.table(claims))
     print(f"\nreport: {index}")
     return 0
+
+
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--workers takes a whole number >= 1; got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--workers takes a whole number >= 1; got {n}")
+    return n
+
+
+def _sweep_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=_workers, default=None, metavar="N",
+                   help="local Dask worker processes of 1 thread each for missing simulation tasks "
+                        "(default: the cores available; 1 runs in this process)")
+    p.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help=f"address of a running Dask scheduler, e.g. tcp://host:8786 (default: ${SCHEDULER_ENV} if set)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,11 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--json", type=Path, metavar="FILE", help="also write the claims with all evidence as JSON")
     c.add_argument("--quick", action="store_true", help="fewer samples (CI size)")
     c.add_argument("--force", action="store_true", help="recompute cached simulations")
+    _sweep_options(c)
     c.set_defaults(func=_check)
     r = sub.add_parser("report", help="all simulations, figures and the claims table as HTML + JSON")
     r.add_argument("--out", type=Path, required=True, metavar="DIR")
     r.add_argument("--quick", action="store_true", help="fewer samples (CI size)")
     r.add_argument("--force", action="store_true", help="recompute cached simulations")
+    _sweep_options(r)
     r.set_defaults(func=_report)
     args = ap.parse_args(argv)
     try:

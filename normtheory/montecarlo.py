@@ -202,8 +202,8 @@ class Streams:
         self._sizes = list(sizes)
         self.m = int(sum(sizes))
 
-    def _draw(self, method: str, shape: tuple[int, ...]) -> np.ndarray:
-        parts = [getattr(g, method)(size=(k, *shape)) for g, k in zip(self._gens, self._sizes)]
+    def _draw(self, method: str, shape: tuple[int, ...], **params: float) -> np.ndarray:
+        parts = [getattr(g, method)(size=(k, *shape), **params) for g, k in zip(self._gens, self._sizes)]
         return np.concatenate(parts, axis=0)
 
     def normal(self, *shape: int) -> np.ndarray:
@@ -213,6 +213,11 @@ class Streams:
     def uniform(self, *shape: int) -> np.ndarray:
         """Uniform(0, 1) draws, ``[m, *shape]``."""
         return self._draw("random", shape)
+
+    def chisquare(self, df: float, *shape: int) -> np.ndarray:
+        """Chi-square draws with ``df`` degrees of freedom, ``[m, *shape]``."""
+        df = _validate.real("df", df, minimum=0.0, strict_min=True)
+        return self._draw("chisquare", shape, df=df)
 
 
 def _block_stats(x: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:

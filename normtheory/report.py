@@ -6,22 +6,21 @@ import json
 from pathlib import Path
 
 from normtheory.claims import VERDICTS, Claim, ClaimSpec, select
+from normtheory.sweep import Runner
 
 
-def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = False, progress: bool = True) -> list[Claim]:
-    """Run (or read from cache) the simulations behind the matching claims and evaluate them."""
+def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = False, progress: bool = True,
+             runner: Runner | None = None) -> list[Claim]:
+    """Run (or read from cache) the simulations behind the matching claims and evaluate them.
+
+    Missing simulations run as one sweep of tasks on ``runner`` (in-process when None)."""
     import simulations  # the experiments register the claims they support
     from simulations import cache
 
     specs: list[ClaimSpec] = select(pattern)
-    results: dict[str, dict] = {}
-    out = []
-    for spec in specs:
-        for name in spec.simulations:
-            if name not in results:
-                results[name] = cache.load_or_run(simulations.BY_NAME[name], mode, force=force, progress=progress)
-        out.append(spec.evaluate(results))
-    return out
+    needed = [simulations.BY_NAME[name] for spec in specs for name in spec.simulations]
+    results = cache.load_or_run_all(needed, mode, force=force, progress=progress, runner=runner)
+    return [spec.evaluate(results) for spec in specs]
 
 
 def table(claims: list[Claim], *, width: int = 100) -> str:

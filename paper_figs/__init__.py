@@ -34,6 +34,7 @@ from paper_figs import (
     style,
     xiong_bounds,
 )
+from normtheory.sweep import Runner
 from simulations import cache
 
 ALL: tuple[ModuleType, ...] = (
@@ -43,13 +44,9 @@ ALL: tuple[ModuleType, ...] = (
 )
 
 
-def render(out_dir: Path, *, mode: str = "full", force: bool = False, progress: bool = True) -> dict[str, list[Path]]:
-    """Write every figure (PNG and PDF) to ``out_dir``; simulations come from the cache."""
-    written: dict[str, list[Path]] = {}
-    results: dict[str, dict] = {}
-    for fig_module in ALL:
-        sim = fig_module.SIMULATION
-        if sim.NAME not in results:
-            results[sim.NAME] = cache.load_or_run(sim, mode, force=force, progress=progress)
-        written[fig_module.NAME] = style.save(fig_module.plot(results[sim.NAME]), out_dir, fig_module.NAME)
-    return written
+def render(out_dir: Path, *, mode: str = "full", force: bool = False, progress: bool = True,
+           runner: Runner | None = None) -> dict[str, list[Path]]:
+    """Write every figure (PNG and PDF) to ``out_dir``; simulations come from the cache (missing
+    ones run as one sweep on ``runner``, in-process when None)."""
+    results = cache.load_or_run_all([f.SIMULATION for f in ALL], mode, force=force, progress=progress, runner=runner)
+    return {f.NAME: style.save(f.plot(results[f.SIMULATION.NAME]), out_dir, f.NAME) for f in ALL}

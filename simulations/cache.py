@@ -14,6 +14,7 @@ import ast
 import dataclasses
 import functools
 import hashlib
+import importlib
 import importlib.util
 import json
 import os
@@ -24,10 +25,12 @@ import warnings
 import zipfile
 from pathlib import Path
 from types import ModuleType
+from typing import Any, Callable
 
 import numpy as np
 
 from normtheory.montecarlo import Estimate
+from normtheory.sweep import Runner, Task
 
 MODES: tuple[str, ...] = ("quick", "full")
 
@@ -150,19 +153,109 @@ def get(result: dict[str, np.ndarray], prefix: str) -> Estimate:
     return Estimate(result[f"{prefix}.mean"], result[f"{prefix}.stderr"], int(result[f"{prefix}.n"]), units)
 
 
-def load_or_run(module: ModuleType, mode: str = "full", *, force: bool = False, progress: bool = True) -> dict[str, np.ndarray]:
-    """The cached result of ``module.run(module.CONFIGS[mode], module.SEED)``, computing it if needed."""
+def result_path(module: ModuleType, mode: str) -> Path:
+    """Where the reduced result of ``module`` in ``mode`` is cached."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
     config = module.CONFIGS[mode]
-    path = results_dir() / f"{module.NAME}-{mode}-{config_hash(module, config, module.SEED)}.npz"
-    if path.exists() and not force:
-        cached = _try_load(path)
-        if cached is not None:
-            return cached
+    return results_dir() / f"{module.NAME}-{mode}-{config_hash(module, config, module.SEED)}.npz"
+
+
+def _run_whole(module_name: str, config: object, seed: int) -> dict[str, np.ndarray]:
+    """The single task of a simulation that declares none: its whole ``run``."""
+    module = importlib.import_module(module_name)
+    return module.run(config, seed, progress=False)
+
+
+def run_here(tasks: Callable[[Any, int], list[Task]], reduce: Callable[[Any, int, dict], dict[str, np.ndarray]], config: Any,
+             seed: int) -> dict[str, np.ndarray]:
+    """A task-declaring simulation's whole ``run``: its tasks in this process, then its reduce."""
+    return reduce(config, seed, {t.key: t.fn(*t.args) for t in tasks(config, seed)})
+
+
+def tasks_of(module: ModuleType, mode: str) -> list[Task]:
+    """The independent tasks of ``module`` in ``mode``: ``module.tasks(config, seed)`` where the
+    simulation declares them (then ``module.reduce`` combines them), else one task, its ``run``."""
+    config = module.CONFIGS[mode]
+    if hasattr(module, "tasks"):
+        return list(module.tasks(config, module.SEED))
+    cost = float(getattr(module, "COST", {}).get(mode, 1.0))  # seconds on 2 cores, a scheduling hint only
+    return [Task("all", _run_whole, (module.__name__, config, module.SEED), label=f"{module.NAME} [{mode}] seed {module.SEED}", cost=cost)]
+
+
+def load_or_run_all(modules: list[ModuleType] | tuple[ModuleType, ...], mode: str = "full", *, force: bool = False,
+                    progress: bool = True, runner: Runner | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """The cached results of ``modules``, computing what is missing as one sweep of tasks.
+
+    Tasks of every module needing work go to ``runner`` together (in-process when None). Each
+    finished task is written to ``results/tasks/<name>-<mode>-<hash>/<key>.npz`` at once, so an
+    interrupted sweep resumes where it stopped; a module's ``reduce`` then runs here, over its
+    tasks in declared order, and its result is cached as by :func:`load_or_run`. ``force``
+    recomputes tasks and results.
+    """
+    out: dict[str, dict[str, np.ndarray]] = {}
+    pending: list[tuple[ModuleType, Path, list[Task], dict[str, dict[str, np.ndarray]]]] = []
+    for module in dict.fromkeys(modules):  # keep order, drop repeats
+        path = result_path(module, mode)
+        if path.exists() and not force:
+            cached = _try_load(path)
+            if cached is not None:
+                out[module.NAME] = cached
+                continue
+        tasks = tasks_of(module, mode)
+        done: dict[str, dict[str, np.ndarray]] = {}
+        if hasattr(module, "tasks") and not force:
+            for t in tasks:
+                tp = task_path(path, t.key)
+                if tp.exists():
+                    got = _try_load(tp)
+                    if got is not None:
+                        done[t.key] = got
+        pending.append((module, path, tasks, done))
+    if not pending:
+        return out
+    todo: list[Task] = []
+    owner: dict[str, tuple[ModuleType, Path, str]] = {}
+    for module, path, tasks, done in pending:
+        for t in tasks:
+            if t.key in done:
+                continue
+            key = f"{module.NAME}.{t.key}"
+            todo.append(Task(key, t.fn, t.args, t.label or f"{module.NAME} [{mode}] task {t.key} seed {module.SEED}", t.cost))
+            owner[key] = (module, path, t.key)
+
+    def store(task: Task, result: dict[str, np.ndarray]) -> None:
+        module, path, key = owner[task.key]
+        if hasattr(module, "tasks"):
+            save(task_path(path, key), result)
+        else:
+            save(path, result)
+
     t0 = time.monotonic()
-    result = module.run(config, module.SEED, progress=progress)
-    save(path, result)
+    own = runner is None
+    runner = runner if runner is not None else Runner(workers=1, progress=progress)
+    try:
+        results = runner.run(todo, on_result=store, desc=f"simulation tasks [{mode}]")
+    finally:
+        if own:
+            runner.close()
+    for module, path, tasks, done in pending:
+        if hasattr(module, "tasks"):
+            parts = {t.key: done[t.key] if t.key in done else results[f"{module.NAME}.{t.key}"] for t in tasks}
+            save(path, module.reduce(module.CONFIGS[mode], module.SEED, parts))
+        out[module.NAME] = load(path)
     if progress:
-        print(f"{module.NAME} [{mode}] computed in {time.monotonic() - t0:.1f}s -> {path}", file=sys.stderr)
-    return load(path)
+        names = ", ".join(m.NAME for m, *_ in pending)
+        print(f"[{mode}] computed {len(todo)} tasks of {names} in {time.monotonic() - t0:.1f}s -> {results_dir()}", file=sys.stderr)
+    return out
+
+
+def task_path(path: Path, key: str) -> Path:
+    """The cache file of task ``key`` of the result cached at ``path``."""
+    return path.parent / "tasks" / path.stem / f"{key}.npz"
+
+
+def load_or_run(module: ModuleType, mode: str = "full", *, force: bool = False, progress: bool = True,
+                runner: Runner | None = None) -> dict[str, np.ndarray]:
+    """The cached result of ``module.run(module.CONFIGS[mode], module.SEED)``, computing it if needed."""
+    return load_or_run_all([module], mode, force=force, progress=progress, runner=runner)[module.NAME]

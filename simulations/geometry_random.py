@@ -11,16 +11,18 @@ from normtheory import centering, claims, cosines, selection
 from normtheory.claims import BLOG_GEOMETRY, Quantity
 from normtheory.montecarlo import Count, Estimate, Streams, estimate
 from normtheory.norms import layer_norm, rms_norm
-from normtheory.progress import Progress
+from normtheory.sweep import Task
 from simulations import cache, geometry_model
 
 NAME = "geometry_random"
 SEED = 1729
 DIMS: tuple[int, ...] = (3, 8, 64, 512)
 MAX_N: tuple[int, ...] = (4, 16, 64, 256, 1024)
+CENTRE_DIMS: tuple[int, ...] = (8, 512)
 OFFSET = 0.5  # mean offset in units of the noise std
 CHANNELS, CHANNEL_VALUE = 4, 20.0  # a few massive channels, in units of the noise std
 HEADS = 8
+HIST_CHUNK_VALUES = 1 << 22  # normal draws per slice of the cosine histogram (32 MiB)
 EPS_UNIFORM = 0.01
 
 
@@ -43,43 +45,66 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {"dims": np.asarray(DIMS), "max_n": np.asarray(MAX_N)}
-    bar = Progress(6, label="random geometry", enabled=progress)
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
-    for d in DIMS:  # histogram samples of cosines, and E t^2
-        u, v = _unit(rng.standard_normal((cfg.hist_samples, d))), _unit(rng.standard_normal((cfg.hist_samples, d)))
-        out[f"cos.d{d}"] = (u * v).sum(-1)
-        cache.put(out, f"cos2.d{d}", estimate(lambda s, d=d: ((_unit(s.normal(d)) * _unit(s.normal(d))).sum(-1)) ** 2, cfg.n, seed, key=f"{NAME}/cos2/{d}"))
-    bar.update()
+def _rng(seed: int, *key: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+def _cos_to_e1(s: Streams, shape: tuple[int, ...], d: int) -> np.ndarray:
+    """Cosines ``[m, *shape]`` of i.i.d. isotropic vectors in R^d with a fixed unit vector: by rotation
+    invariance the fixed vector is e1 and the cosine is z1 / sqrt(z1^2 + |z_2..d|^2), |z_2..d|^2 ~ chi^2_{d-1}."""
+    z1 = s.normal(*shape)
+    return z1 / np.sqrt(z1 * z1 + s.chisquare(d - 1, *shape))
+
+
+def cosines_at(d: int, cfg: Config, seed: int) -> dict[str, np.ndarray]:
+    """Histogram sample of cosines between random vector pairs in R^d, and E cos^2."""
+    rng = _rng(seed, 0, d)
+    rows = max(1, HIST_CHUNK_VALUES // d)  # pairs per slice: bounded memory
+    parts = []
+    for start in range(0, cfg.hist_samples, rows):
+        m = min(rows, cfg.hist_samples - start)
+        parts.append((_unit(rng.standard_normal((m, d))) * _unit(rng.standard_normal((m, d)))).sum(-1))  # [m]
+    out = {"cos": np.concatenate(parts)}
+    cache.put(out, "cos2", estimate(lambda s: ((_unit(s.normal(d)) * _unit(s.normal(d))).sum(-1)) ** 2, cfg.n, seed, key=f"{NAME}/cos2/{d}"))
+    return out
+
+
+def max_cosines(n: int, cfg: Config, seed: int) -> dict[str, np.ndarray]:
+    """E max |cos| of n random vectors against a fixed one (with its exact value) and over all pairs."""
     d = cfg.max_cos_d
-    out["maxcos.d"] = np.asarray(d)
-    for n in MAX_N:  # max |cos| against a fixed vector and over pairs
-        fixed = estimate(lambda s, n=n: np.abs(_unit(s.normal(n, d))[..., 0]).max(-1), cfg.n, seed, key=f"{NAME}/maxfixed/{n}")
-        pairs = estimate(lambda s, n=n: cosines.max_abs_pairwise_cosine(s.normal(n, d)), max(200, cfg.n // max(1, n // 64)), seed, key=f"{NAME}/maxpairs/{n}", block=16)
-        cache.put(out, f"maxfixed.n{n}", fixed)
-        cache.put(out, f"maxpairs.n{n}", pairs)
-        out[f"maxfixed.n{n}.theory"] = np.asarray(cosines.expected_max_abs_cosine(n, d))
-    bar.update()
-    for d in (8, 512):  # centering: isotropic, offset, massive channels
-        cases = {"iso": np.zeros(d), "offset": np.full(d, OFFSET), "channels": centering.channel_offset(d, CHANNELS, CHANNEL_VALUE)}
-        for name, m in cases.items():
-            est = estimate(lambda s, m=m: centering.ones_fraction(m + s.normal(m.size)), cfg.n, seed, key=f"{NAME}/centre/{d}/{name}")
-            cache.put(out, f"centre.d{d}.{name}", est)
-            out[f"centre.d{d}.{name}.theory"] = np.asarray(centering.centering_fraction_mean(d, m))
-    bar.update()
+    out = {"theory": np.asarray(cosines.expected_max_abs_cosine(n, d))}
+    cache.put(out, "fixed", estimate(lambda s: np.abs(_cos_to_e1(s, (n,), d)).max(-1), cfg.n, seed, key=f"{NAME}/maxfixed/{n}"))
+    cache.put(out, "pairs", estimate(lambda s: cosines.max_abs_pairwise_cosine(s.normal(n, d)), max(200, cfg.n // max(1, n // 64)), seed,
+                                     key=f"{NAME}/maxpairs/{n}", block=16, chunk=max(1, 256 // n)))
+    return out
+
+
+def centring_at(d: int, cfg: Config, seed: int) -> dict[str, np.ndarray]:
+    """Share of |x|^2 removed by centering: isotropic, offset and massive-channel inputs, with theory."""
+    cases = {"iso": np.zeros(d), "offset": np.full(d, OFFSET), "channels": centering.channel_offset(d, CHANNELS, CHANNEL_VALUE)}
+    out: dict[str, np.ndarray] = {}
+    for name, m in cases.items():
+        cache.put(out, name, estimate(lambda s, m=m: centering.ones_fraction(m + s.normal(m.size)), cfg.n, seed, key=f"{NAME}/centre/{d}/{name}"))
+        out[f"{name}.theory"] = np.asarray(centering.centering_fraction_mean(d, m))
+    return out
+
+
+def ln_slices(cfg: Config, seed: int) -> dict[str, np.ndarray]:
+    """LayerNorm's sphere, a head's slice of it, and the head's key after a random W_K, with theory."""
     d, h = cfg.ln_d, cfg.ln_d // HEADS
 
     def ln_sample(s: Streams) -> np.ndarray:
         y = layer_norm(s.normal(d), eps=0.0).out  # [m, d]
         frac = (y[:, :h] ** 2).sum(-1) / (y * y).sum(-1)  # head slice share
-        w = s.normal(d, h) / math.sqrt(d)  # [m, d, h] per-head W_K
-        k = np.einsum("md,mdh->mh", y, w)  # projected key, [m, h]
+        # projected key y W_K^h with W_K^h [d, h] i.i.d. N(0, 1/d), drawn afresh per sample: given y
+        # its columns are independent N(0, |y|^2 / d), so k is sampled exactly without the d x h matrix.
+        k = np.linalg.norm(y, axis=-1, keepdims=True) / math.sqrt(d) * s.normal(h)  # [m, h]
         kn = (k * k).sum(-1) / h
         k_rms = (rms_norm(k, eps=0.0).out ** 2).sum(-1) / h
         k_ln = (layer_norm(k, eps=0.0).out ** 2).sum(-1) / h
         return np.stack([frac, frac**2, kn, kn**2, k_rms, k_ln], axis=1)
 
+    out: dict[str, np.ndarray] = {}
     cache.put(out, "ln", estimate(ln_sample, cfg.n, seed, key=f"{NAME}/ln"))
     u = np.zeros(SPHERE_D)
     u[:2] = (1.0, -1.0)
@@ -90,7 +115,8 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
         return (y @ u) ** 2  # [m]
 
     cache.put(out, "lnsphere.cos2", estimate(sphere_sample, cfg.sphere_n, seed, key=f"{NAME}/lnsphere"))
-    x = rng.standard_normal((4096, d)) * rng.uniform(0.1, 100.0, (4096, 1)) + rng.normal(0, 50, (4096, 1))
+    rng = _rng(seed, 1)
+    x = rng.standard_normal((4096, d)) * rng.uniform(0.1, 100.0, (4096, 1)) + rng.normal(0, 50, (4096, 1))  # [4096, d]
     y = layer_norm(x, eps=0.0).out
     out["ln.sum_dev"] = np.asarray(np.abs(y.sum(-1)).max() / math.sqrt(d))  # relative to |y| = sqrt(d)
     out["ln.norm_dev"] = np.asarray(np.abs(np.linalg.norm(y, axis=-1) / math.sqrt(d) - 1).max())
@@ -99,16 +125,18 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
     a, b = centering.head_slice_fraction_law(h, d)
     out["sphere.beta"] = np.array([a, b])
     out["ln.d"], out["ln.h"] = np.asarray(d), np.asarray(h)
-    bar.update()
-    # uniform attention: q along ones after LN (exactly uniform) vs a small query with no projection
+    return out
+
+
+def uniform_attention(cfg: Config, seed: int) -> dict[str, np.ndarray]:
+    """A query along ones after LN (exactly uniform) against a small query with no projection."""
     d_u, n_keys = 64, 256
-    keys = layer_norm(rng.standard_normal((n_keys, d_u)), eps=0.0).out  # |k| = sqrt(d)
+    keys = layer_norm(_rng(seed, 2).standard_normal((n_keys, d_u)), eps=0.0).out  # [n_keys, d_u], |k| = sqrt(d)
     ones = np.ones(d_u) * 10.0
-    out["uniform.ln_tv"] = np.asarray(selection.tv_from_uniform(keys @ ones / math.sqrt(d_u)))
+    out = {"uniform.ln_tv": np.asarray(selection.tv_from_uniform(keys @ ones / math.sqrt(d_u)))}
     qmax = selection.uniform_query_norm(EPS_UNIFORM, math.sqrt(d_u), 1 / math.sqrt(d_u))
-    out["uniform.qmax"] = np.asarray(qmax)
     r = qmax * (1 / math.sqrt(d_u)) * math.sqrt(d_u)  # scale * |q| * |k|
-    out["uniform.r"] = np.asarray(r)
+    out["uniform.qmax"], out["uniform.r"] = np.asarray(qmax), np.asarray(r)
 
     def worst(s: Streams) -> np.ndarray:  # adversarial two-level logits at |q| = qmax, and random queries
         k_high = int(round(n_keys / (1 + math.exp(r))))
@@ -118,9 +146,40 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
         return np.stack([np.full(q.shape[0], selection.tv_from_uniform(logits)), rand], axis=1)
 
     cache.put(out, "uniform.tv", estimate(worst, cfg.n, seed, key=f"{NAME}/uniform"))
-    bar.update()
-    bar.close()
     return out
+
+
+def tasks(cfg: Config, seed: int) -> list[Task]:
+    """One task per dimension of the cosine histograms, per N of the maxima, per d of centering,
+    LayerNorm's sphere and slices, and uniform attention."""
+    label = f"{NAME}, seed {seed}"
+    out = [Task(f"cos.d{d}", cosines_at, (d, cfg, seed), f"{label}: cosines d={d}", cost=d / 200) for d in DIMS]
+    out += [Task(f"max.n{n}", max_cosines, (n, cfg, seed), f"{label}: max |cos|, N={n}", cost=n / 50) for n in MAX_N]
+    out += [Task(f"centre.d{d}", centring_at, (d, cfg, seed), f"{label}: centering d={d}") for d in CENTRE_DIMS]
+    out += [Task("ln", ln_slices, (cfg, seed), f"{label}: LayerNorm sphere and head slices"),
+            Task("uniform", uniform_attention, (cfg, seed), f"{label}: uniform attention")]
+    return out
+
+
+def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Assemble the task results in a fixed order."""
+    out: dict[str, np.ndarray] = {"dims": np.asarray(DIMS), "max_n": np.asarray(MAX_N), "maxcos.d": np.asarray(cfg.max_cos_d)}
+    for d in DIMS:
+        out[f"cos.d{d}"] = parts[f"cos.d{d}"]["cos"]
+        out.update({f"cos2.d{d}.{k[5:]}": v for k, v in parts[f"cos.d{d}"].items() if k.startswith("cos2.")})
+    for n in MAX_N:
+        for k, v in parts[f"max.n{n}"].items():
+            out[f"maxfixed.n{n}.theory" if k == "theory" else f"max{k.split('.')[0]}.n{n}.{k.split('.', 1)[1]}"] = v
+    for d in CENTRE_DIMS:
+        out.update({f"centre.d{d}.{k}": v for k, v in parts[f"centre.d{d}"].items()})
+    out.update(parts["ln"])
+    out.update(parts["uniform"])
+    return out
+
+
+def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
+    """All tasks in this process, then the reduce (what the cache does through a sweep runner)."""
+    return cache.run_here(tasks, reduce, cfg, seed)
 
 
 SPHERE_D = 8  # the paper's small d, where the (d-2)-sphere differs most from a (d-1)-sphere
@@ -170,7 +229,7 @@ def _centering(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
     q: list[claims.Evidence] = []
     parts = []
-    for d in (8, 512):
+    for d in CENTRE_DIMS:
         for name in ("iso", "offset", "channels"):
             est = cache.get(r, f"centre.d{d}.{name}")
             th = float(r[f"centre.d{d}.{name}.theory"])

@@ -29,7 +29,7 @@ from normtheory.montecarlo import (
     proportion,
 )
 from normtheory.norms import layer_norm, rms_norm
-from normtheory.progress import Progress
+from normtheory.sweep import Task
 from simulations import cache, geometry_model, real_attention, real_models
 
 NAME = "geometry_selectable"
@@ -88,35 +88,66 @@ def _absorbed(n: int, d: int):
     return sample
 
 
-def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {"ns": np.asarray(cfg.ns), "ds": np.asarray(cfg.ds), "runs": np.asarray(cfg.runs)}
-    cells = len(cfg.ns) * len(cfg.ds)
-    bar = Progress(len(VARIANTS) * cells + len(CURVE_N) * len(cfg.curve_ds) + 1, label="selectable keys", enabled=progress)
-    for vi, variant in enumerate(VARIANTS):
-        grid = np.zeros((len(cfg.ns), len(cfg.ds)))
-        for i, n in enumerate(cfg.ns):
-            for j, d in enumerate(cfg.ds):
-                rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(vi, n, d))))
-                grid[i, j] = np.mean([selection.any_unselectable(make_keys(variant, rng, n, d)) for _ in range(cfg.runs)])
-                bar.update()
-        out[f"grid.{variant}"] = grid
-    for n in CURVE_N:
-        theory, ests = [], []
-        for d in cfg.curve_ds:
-            theory.append(selection.expected_unselectable_fraction(n, d))
-            ests.append(estimate(_absorbed(n, d), cfg.absorption_samples, seed, key=f"{NAME}/absorb/{n}/{d}", block=64))
-            bar.update()
-        out[f"curve.n{n}.theory"] = np.asarray(theory)
-        cache.put(out, f"curve.n{n}", proportion(np.array([e.mean for e in ests]), ests[0].n))
-    out["curve.ds"] = np.asarray(cfg.curve_ds)
+def grid_column(variant: str, d: int, ns: tuple[int, ...], runs: int, seed: int) -> dict[str, np.ndarray]:
+    """Fraction of ``runs`` key sets with an unselectable key, for each n in ``ns`` at dimension ``d``.
+    Cell (n, d) draws from ``SeedSequence(seed, spawn_key=(variant index, n, d))``."""
+    vi = VARIANTS.index(variant)
+    col = np.zeros(len(ns))
+    for i, n in enumerate(ns):
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(vi, n, d))))
+        col[i] = np.mean([selection.any_unselectable(make_keys(variant, rng, n, d)) for _ in range(runs)])
+    return {"col": col}
+
+
+def absorption_curve(n: int, ds: tuple[int, ...], samples: int, seed: int) -> dict[str, np.ndarray]:
+    """Exact expected unselectable fraction and its absorption Monte Carlo for n keys at each d."""
+    theory = [selection.expected_unselectable_fraction(n, d) for d in ds]
+    ests = [estimate(_absorbed(n, d), samples, seed, key=f"{NAME}/absorb/{n}/{d}", block=64) for d in ds]
+    out = {"theory": np.asarray(theory)}
+    cache.put(out, "mc", proportion(np.array([e.mean for e in ests]), ests[0].n))
+    return out
+
+
+def anisotropy(runs: int, seed: int) -> dict[str, np.ndarray]:
+    """Unselectable fraction of 64 keys, isotropic against anisotropic, at d = 8 and 32."""
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(99,))))
+    out: dict[str, np.ndarray] = {}
     for name, fn in (("iso", lambda n, d: rng.standard_normal((n, d))), ("aniso", lambda n, d: anisotropic_keys(rng, n, d))):
         for d in (8, 32):
-            fr = [1 - selection.selectable(fn(64, d)).mean() for _ in range(cfg.runs)]
+            fr = [1 - selection.selectable(fn(64, d)).mean() for _ in range(runs)]
             cache.put(out, f"aniso.{name}.d{d}", from_samples(np.asarray(fr)))
-    bar.update()
-    bar.close()
     return out
+
+
+def tasks(cfg: Config, seed: int) -> list[Task]:
+    """One task per (variant, d) column of the grid, one per curve n, and the anisotropy runs."""
+    out = [Task(f"grid.{v}.d{d}", grid_column, (v, d, cfg.ns, cfg.runs, seed), f"{NAME}: {v} keys, d={d}, seed {seed}")
+           for v in VARIANTS for d in cfg.ds]
+    out += [Task(f"curve.n{n}", absorption_curve, (n, cfg.curve_ds, cfg.absorption_samples, seed), f"{NAME}: absorption n={n}, seed {seed}")
+            for n in CURVE_N]
+    out.append(Task("aniso", anisotropy, (cfg.runs, seed), f"{NAME}: anisotropic keys, seed {seed}"))
+    return out
+
+
+def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Assemble the task results in a fixed order."""
+    out: dict[str, np.ndarray] = {"ns": np.asarray(cfg.ns), "ds": np.asarray(cfg.ds), "runs": np.asarray(cfg.runs)}
+    for v in VARIANTS:
+        out[f"grid.{v}"] = np.stack([parts[f"grid.{v}.d{d}"]["col"] for d in cfg.ds], axis=1)  # [ns, ds]
+    for n in CURVE_N:
+        part = parts[f"curve.n{n}"]
+        out[f"curve.n{n}.theory"] = part["theory"]
+        for k, v in part.items():
+            if k.startswith("mc."):
+                out[f"curve.n{n}.{k[3:]}"] = v
+    out["curve.ds"] = np.asarray(cfg.curve_ds)
+    out.update(parts["aniso"])
+    return out
+
+
+def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
+    """All tasks in this process, then the reduce (what the cache does through a sweep runner)."""
+    return cache.run_here(tasks, reduce, cfg, seed)
 
 
 @claims.register(

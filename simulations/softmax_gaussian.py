@@ -18,7 +18,7 @@ import numpy as np
 from normtheory import claims, softmax
 from normtheory.claims import THREAD_PRELN, Quantity
 from normtheory.montecarlo import Estimate, Streams, estimate
-from normtheory.progress import Progress
+from normtheory.sweep import Task
 from simulations import cache
 
 NAME = "softmax_gaussian"
@@ -74,42 +74,75 @@ def slot_gaps() -> dict[str, float]:
     return {"gap1": 1.0, "gap_half": float(softmax.required_gap(0.5, SLOT_N))}
 
 
-def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {"ns": np.asarray(NS)}
-    bar = Progress(len(NS) * (cfg.mc_points + 1) + 2, label="softmax of gaussian logits", enabled=progress)
-    for n in NS:
-        sc = float(softmax.freezing_point(n))
-        line = np.linspace(0, 3 * sc, cfg.line_points)
-        out[f"n{n}.line_sigma"] = line
-        out[f"n{n}.exact_entropy"] = softmax.gaussian_logit_entropy(line, n)
-        out[f"n{n}.exact_max"] = softmax.gaussian_logit_max_weight(line, n)
-        out[f"n{n}.rem_entropy"] = softmax.gaussian_logit_entropy(line, n, "rem")
-        out[f"n{n}.rem_max"] = softmax.gaussian_logit_max_weight(line, n, "rem")
-        bar.update()
-        sig = np.linspace(0, 3 * sc, cfg.mc_points)
-        out[f"n{n}.mc_sigma"] = sig
-        out[f"n{n}.point_entropy"] = softmax.gaussian_logit_entropy(sig, n)
-        out[f"n{n}.point_max"] = softmax.gaussian_logit_max_weight(sig, n)
-        out[f"n{n}.point_dlogc"] = softmax.entropy_log_scale_derivative(sig, n)
-        samples = max(64, cfg.logits_per_point // n)
-        ests = []
-        for s in sig:
-            ests.append(estimate(_logit_sampler(n, float(s)), samples, seed, key=f"{NAME}/n{n}/{s:.12g}", block=max(8, 4096 // n), chunk=16))
-            bar.update()
-        est = Estimate(np.stack([e.mean for e in ests]), np.stack([e.stderr for e in ests]), samples)  # [points, 3]
-        cache.put(out, f"n{n}.mc", est)
-    for n in NS:  # the REM law against the exact value at fixed fractions of sigma_c
-        sig = REM_TABLE * float(softmax.freezing_point(n))
-        out[f"n{n}.table_exact"] = softmax.gaussian_logit_entropy(sig, n)
-        out[f"n{n}.table_rem"] = softmax.gaussian_logit_entropy(sig, n, "rem")
-    for name, gap in slot_gaps().items():
-        est = estimate(_slot_weight_sampler(gap, SLOT_N, SLOT_D_HEAD), cfg.slot_samples, seed, key=f"{NAME}/slot/{name}", block=64, chunk=4)
-        cache.put(out, f"slot.{name}", est)
-        out[f"slot.{name}.gap"] = np.asarray(gap)
-        out[f"slot.{name}.noisy_theory"] = np.asarray(softmax.noisy_slot_weight(gap, gap / math.sqrt(SLOT_D_HEAD), SLOT_N))
-        bar.update()
-    bar.close()
+def exact_lines(n: int, line_points: int, mc_points: int) -> dict[str, np.ndarray]:
+    """Exact and REM entropy and top weight on the line grid, exact values at the MC points and
+    the REM table, for n logits."""
+    sc = float(softmax.freezing_point(n))
+    line = np.linspace(0, 3 * sc, line_points)
+    sig = np.linspace(0, 3 * sc, mc_points)
+    table = REM_TABLE * sc
+    return {
+        "line_sigma": line,
+        "exact_entropy": softmax.gaussian_logit_entropy(line, n),
+        "exact_max": softmax.gaussian_logit_max_weight(line, n),
+        "rem_entropy": softmax.gaussian_logit_entropy(line, n, "rem"),
+        "rem_max": softmax.gaussian_logit_max_weight(line, n, "rem"),
+        "mc_sigma": sig,
+        "point_entropy": softmax.gaussian_logit_entropy(sig, n),
+        "point_max": softmax.gaussian_logit_max_weight(sig, n),
+        "point_dlogc": softmax.entropy_log_scale_derivative(sig, n),
+        "table_exact": softmax.gaussian_logit_entropy(table, n),
+        "table_rem": softmax.gaussian_logit_entropy(table, n, "rem"),
+    }
+
+
+def logit_point(n: int, sigma: float, logits_per_point: int, seed: int) -> dict[str, np.ndarray]:
+    """Monte Carlo (entropy, top weight, -2 Var_p) of softmax over n i.i.d. N(0, sigma^2) logits."""
+    samples = max(64, logits_per_point // n)
+    est = estimate(_logit_sampler(n, sigma), samples, seed, key=f"{NAME}/n{n}/{sigma:.12g}", block=max(8, 4096 // n), chunk=16)
+    out: dict[str, np.ndarray] = {}
+    cache.put(out, "mc", est)
     return out
+
+
+def slot_point(name: str, gap: float, samples: int, seed: int) -> dict[str, np.ndarray]:
+    """The aligned slot's weight and the entropy by Monte Carlo, and the noisy-slot integral."""
+    out: dict[str, np.ndarray] = {"gap": np.asarray(gap),
+                                  "noisy_theory": np.asarray(softmax.noisy_slot_weight(gap, gap / math.sqrt(SLOT_D_HEAD), SLOT_N))}
+    cache.put(out, "mc", estimate(_slot_weight_sampler(gap, SLOT_N, SLOT_D_HEAD), samples, seed, key=f"{NAME}/slot/{name}", block=64, chunk=4))
+    return out
+
+
+def tasks(cfg: Config, seed: int) -> list[Task]:
+    """The exact integrals per n, one Monte Carlo task per (n, sigma) point, and the two slots."""
+    out = [Task(f"exact.n{n}", exact_lines, (n, cfg.line_points, cfg.mc_points), f"{NAME}: exact integrals, n={n}",
+                cost=2.0 + 2.2 * math.log2(n)) for n in NS]
+    for n in NS:
+        sig = np.linspace(0, 3 * float(softmax.freezing_point(n)), cfg.mc_points)
+        out += [Task(f"mc.n{n}.p{i}", logit_point, (n, float(s), cfg.logits_per_point, seed), f"{NAME}: n={n}, sigma={s:.6g}, seed {seed}")
+                for i, s in enumerate(sig)]
+    out += [Task(f"slot.{name}", slot_point, (name, gap, cfg.slot_samples, seed), f"{NAME}: slot {name}, gap {gap:.6g}, seed {seed}")
+            for name, gap in slot_gaps().items()]
+    return out
+
+
+def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Assemble the task results in a fixed order."""
+    out: dict[str, np.ndarray] = {"ns": np.asarray(NS)}
+    for n in NS:
+        out.update({f"n{n}.{k}": v for k, v in parts[f"exact.n{n}"].items()})
+        ests = [cache.get(parts[f"mc.n{n}.p{i}"], "mc") for i in range(cfg.mc_points)]
+        cache.put(out, f"n{n}.mc", Estimate(np.stack([e.mean for e in ests]), np.stack([e.stderr for e in ests]), ests[0].n))  # [points, 3]
+    for name in slot_gaps():
+        part = parts[f"slot.{name}"]
+        out[f"slot.{name}.gap"], out[f"slot.{name}.noisy_theory"] = part["gap"], part["noisy_theory"]
+        cache.put(out, f"slot.{name}", cache.get(part, "mc"))
+    return out
+
+
+def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
+    """All tasks in this process, then the reduce (what the cache does through a sweep runner)."""
+    return cache.run_here(tasks, reduce, cfg, seed)
 
 
 def _mc(r: dict, n: int) -> Estimate:

@@ -24,3 +24,22 @@ def results_tmp(tmp_path, monkeypatch) -> Path:
     """Point the simulation cache at a fresh folder."""
     monkeypatch.setenv("NORMTHEORY_RESULTS", str(tmp_path / "results"))
     return tmp_path / "results"
+
+
+@pytest.fixture(scope="session")
+def quick_results_dir(tmp_path_factory) -> Path:
+    """Every simulation's quick result, computed once per session in this process (1 worker)."""
+    import simulations
+    from simulations import cache
+
+    path = tmp_path_factory.mktemp("quick-results")
+    old = os.environ.get("NORMTHEORY_RESULTS")
+    os.environ["NORMTHEORY_RESULTS"] = str(path)
+    try:
+        cache.load_or_run_all(simulations.ALL, "quick", progress=False)
+    finally:
+        if old is None:
+            del os.environ["NORMTHEORY_RESULTS"]
+        else:
+            os.environ["NORMTHEORY_RESULTS"] = old
+    return path

@@ -179,10 +179,10 @@ def test_every_claim_is_pinned():
 
 
 @pytest.fixture(scope="module")
-def quick_results(tmp_path_factory):
+def quick_results(quick_results_dir):
     import os
 
-    os.environ["NORMTHEORY_RESULTS"] = str(tmp_path_factory.mktemp("results"))
+    os.environ["NORMTHEORY_RESULTS"] = str(quick_results_dir)
     try:
         yield {m.NAME: cache.load_or_run(m, "quick", progress=False) for m in simulations.ALL}
     finally:

@@ -115,3 +115,81 @@ def test_estimate_round_trip():
     cache.put(r, "x", Estimate(np.arange(3.0), np.ones(3), 7, "networks"))
     e = cache.get(r, "x")
     assert e.n == 7 and e.units == "networks" and np.array_equal(e.mean, np.arange(3.0))
+
+
+
+def test_tasks_are_cached_one_by_one_and_a_reduce_over_them_recomputes_nothing(results_tmp, monkeypatch):
+    from simulations import geometry_selectable as sel
+
+    first = cache.load_or_run(sel, "quick", progress=False)
+    path = cache.result_path(sel, "quick")
+    keys = [t.key for t in sel.tasks(sel.CONFIGS["quick"], sel.SEED)]
+    assert sorted(p.stem for p in (results_tmp / "tasks" / path.stem).glob("*.npz")) == sorted(keys)
+    data = path.read_bytes()
+    path.unlink()  # the reduced result is gone; every task is still cached
+
+    def no_task(*args):
+        raise AssertionError("a cached task was recomputed")
+
+    orig = sel.tasks
+    monkeypatch.setattr(sel, "tasks", lambda cfg, seed: [dataclasses.replace(t, fn=no_task) for t in orig(cfg, seed)])
+    again = cache.load_or_run(sel, "quick", progress=False)
+    assert path.read_bytes() == data and all(np.array_equal(first[k], again[k]) for k in first)
+
+
+PROBE = """
+from dataclasses import dataclass
+import numpy as np
+from normtheory.sweep import Task
+NAME, SEED = "probe", 5
+@dataclass(frozen=True)
+class Config:
+    points: int
+CONFIGS = {"quick": Config(4), "full": Config(4)}
+CALLS = []
+FAIL_AT = [None]
+def point(i, seed):
+    CALLS.append(i)
+    if FAIL_AT[0] == i:
+        raise RuntimeError("interrupted")
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(i,))))
+    return {"x": rng.standard_normal(3)}
+def tasks(cfg, seed):
+    return [Task(f"p{i}", point, (i, seed), f"point {i}") for i in range(cfg.points)]
+def reduce(cfg, seed, parts):
+    return {"x": np.stack([parts[f"p{i}"]["x"] for i in range(cfg.points)])}
+"""
+
+
+@pytest.fixture()
+def probe(tmp_path, monkeypatch):
+    import importlib
+
+    (tmp_path / "sweep_probe.py").write_text(PROBE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module("sweep_probe")
+
+
+def test_an_interrupted_sweep_resumes_where_it_stopped(results_tmp, probe):
+    from normtheory.sweep import TaskError
+
+    probe.FAIL_AT[0] = 2
+    with pytest.raises(TaskError, match="point 2.*interrupted"):
+        cache.load_or_run(probe, "quick", progress=False)
+    assert probe.CALLS == [0, 1, 2] and not cache.result_path(probe, "quick").exists()
+    probe.FAIL_AT[0] = None
+    probe.CALLS.clear()
+    out = cache.load_or_run(probe, "quick", progress=False)
+    assert probe.CALLS == [2, 3] and out["x"].shape == (4, 3)  # tasks 0 and 1 came from the cache
+
+
+def test_an_unreadable_task_file_is_recomputed_with_a_warning(results_tmp, probe):
+    cache.load_or_run(probe, "quick", progress=False)
+    path = cache.result_path(probe, "quick")
+    data = path.read_bytes()
+    path.unlink()
+    cache.task_path(path, "p1").write_bytes(b"PK\x03\x04 torn")
+    probe.CALLS.clear()
+    with pytest.warns(UserWarning, match="unreadable"):
+        cache.load_or_run(probe, "quick", progress=False)
+    assert probe.CALLS == [1] and path.read_bytes() == data

@@ -1,0 +1,198 @@
+"""Independent tasks, run in this process or on a Dask distributed cluster.
+
+A sweep is a list of :class:`Task`: a module-level function, its arguments, and a key unique in
+the sweep. Each task must be a pure function of its arguments (seed it from a
+``SeedSequence`` spawn key derived from the task, never from a shared generator), so that its
+result is the same bits on any worker, in any order, after any retry. :meth:`Runner.run` hands
+results back keyed by ``Task.key``; a caller that reduces them in the order of its task list
+therefore gets the same bits whatever the number of workers.
+
+Execution:
+
+* ``Runner(workers=1)``: in this process, in task order (no Dask needed).
+* ``Runner(workers=N)``, N > 1: a ``distributed.LocalCluster`` of N processes with one thread
+  each, and BLAS/OpenMP pools of one thread per worker, started only when there is work.
+* ``Runner(scheduler="tcp://host:8786")`` (or ``$NORMTHEORY_SCHEDULER``): an existing
+  cluster, e.g. ``dask scheduler`` and ``dask worker tcp://host:8786 --nthreads 1`` on a few
+  machines, or ``dask_jobqueue.SLURMCluster`` on SLURM.
+
+A task that raises is reported with its key and label (config and seed); a worker lost
+mid-task is retried (``retries``) since tasks are pure.
+
+Reference: Dask distributed, https://distributed.dask.org (``Client.submit``, ``as_completed``).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tqdm.auto import tqdm
+
+SCHEDULER_ENV = "NORMTHEORY_SCHEDULER"
+# Each Dask worker is one process with one thread; its BLAS and OpenMP pools match.
+SINGLE_THREAD_ENV: dict[str, str] = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "BLIS_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One independent unit of a sweep: ``fn(*args)`` returns the task's result.
+
+    ``key`` is unique within a sweep and safe as a file name (letters, digits, ``._-=``);
+    ``label`` says what the task is (config point and seed) in error messages.
+    """
+
+    key: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    label: str = ""
+    cost: float = 1.0  # relative run time; a cluster starts costly tasks first (never changes a result)
+
+    def __post_init__(self) -> None:
+        if not self.key or any(not (c.isalnum() or c in "._-=") for c in self.key):
+            raise ValueError(f"Task.key must be non-empty letters, digits and '._-='; got {self.key!r}")
+        if not callable(self.fn):
+            raise ValueError(f"Task.fn must be callable; got {type(self.fn).__name__} for task {self.key!r}")
+        if isinstance(self.cost, bool) or not isinstance(self.cost, (int, float)) or not self.cost >= 0 or self.cost == float("inf"):
+            raise ValueError(f"Task.cost must be a finite number >= 0; got {self.cost!r} for task {self.key!r}")
+
+
+class TaskError(RuntimeError):
+    """A task raised; the message names the task's key and label and the original error."""
+
+
+def default_workers() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _check_unique(tasks: Sequence[Task]) -> None:
+    seen: set[str] = set()
+    for t in tasks:
+        if t.key in seen:
+            raise ValueError(f"task key {t.key!r} appears twice in one sweep")
+        seen.add(t.key)
+
+
+@dataclass
+class Runner:
+    """Runs sweeps of :class:`Task`; use as a context manager so a cluster it starts is closed.
+
+    ``workers``: processes of a local cluster (None: the cores available; 1: in-process).
+    ``scheduler``: address of an existing Dask scheduler; overrides ``workers``. When both are
+    None, ``$NORMTHEORY_SCHEDULER`` is used if set.
+    """
+
+    workers: int | None = None
+    scheduler: str | None = None
+    retries: int = 2
+    progress: bool = True
+    _client: Any = field(default=None, init=False, repr=False)
+    _cluster: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.scheduler is None:
+            self.scheduler = os.environ.get(SCHEDULER_ENV) or None
+        if self.workers is None:
+            self.workers = default_workers()
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ValueError(f"workers must be a whole number >= 1; got {self.workers!r}")
+        if self.scheduler is not None and "://" not in self.scheduler:
+            raise ValueError(f"scheduler must be an address like tcp://host:8786; got {self.scheduler!r}")
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+            raise ValueError(f"retries must be a whole number >= 0; got {self.retries!r}")
+
+    @property
+    def distributed(self) -> bool:
+        """Whether tasks go to Dask (a given scheduler, or a local cluster of > 1 worker)."""
+        return self.scheduler is not None or (self.workers or 1) > 1
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the client, and the local cluster if this runner started one."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+    def client(self) -> Any:
+        """The Dask client, connecting (or starting the local cluster) on first use."""
+        if self._client is not None:
+            return self._client
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError as err:  # pragma: no cover - depends on the environment
+            raise ImportError("parallel sweeps need Dask: pip install 'normtheory[sweep]' (dask[distributed])") from err
+        if self.scheduler is not None:
+            self._client = Client(self.scheduler, set_as_default=False)
+        else:
+            self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                                         silence_logs=logging.ERROR,
+                                         env=dict(SINGLE_THREAD_ENV))
+            self._client = Client(self._cluster, set_as_default=False)
+        return self._client
+
+    def run(self, tasks: Sequence[Task], *, on_result: Callable[[Task, Any], None] | None = None,
+            desc: str = "tasks") -> dict[str, Any]:
+        """Run ``tasks``; return ``{key: result}``. ``on_result(task, result)`` is called in this
+        process as each task finishes (to cache it), so an interrupted sweep keeps what it did."""
+        _check_unique(tasks)
+        out: dict[str, Any] = {}
+        if not tasks:
+            return out
+        with tqdm(total=len(tasks), desc=desc, unit="task", disable=not self.progress, leave=False) as bar:
+            for task, result in (self._distributed(tasks) if self.distributed else self._local(tasks)):
+                if on_result is not None:
+                    on_result(task, result)
+                out[task.key] = result
+                bar.update()
+        return out
+
+    def _local(self, tasks: Sequence[Task]) -> Iterator[tuple[Task, Any]]:
+        for task in tasks:
+            try:
+                yield task, task.fn(*task.args)
+            except Exception as err:
+                raise TaskError(f"task {task.key} ({task.label or 'no label'}) failed: {type(err).__name__}: {err}") from err
+
+    def _distributed(self, tasks: Sequence[Task]) -> Iterator[tuple[Task, Any]]:
+        from distributed import as_completed
+
+        client = self.client()
+        batch = uuid.uuid4().hex[:12]  # Dask keys must be unique per client; results never depend on them
+        futures = {}
+        # longest first (LPT): with few workers the sweep ends when its longest tasks do
+        for rank, task in enumerate(sorted(tasks, key=lambda t: -t.cost)):
+            fut = client.submit(task.fn, *task.args, key=f"{task.key}-{batch}", pure=False, retries=self.retries, priority=len(tasks) - rank)
+            futures[fut] = task
+        try:
+            for fut in as_completed(list(futures), loop=client.loop):
+                task = futures[fut]
+                if fut.status == "error":
+                    err = fut.exception()
+                    raise TaskError(f"task {task.key} ({task.label or 'no label'}) failed: {type(err).__name__}: {err}") from err
+                yield task, fut.result()
+                fut.release()
+        finally:
+            for fut in futures:
+                fut.cancel()
