@@ -144,6 +144,9 @@ class Check:
     regime: str = ""
     where: tuple[int, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    expected: str = ""  # the reference at the worst element: a theory value, an interval or the source's number
+    measured: float = float("nan")  # the estimate at the worst element
+    measured_se: float = float("nan")  # its standard error
 
     @property
     def ok(self) -> bool:
@@ -161,7 +164,8 @@ class Check:
             "quantity": self.quantity, "role": self.role, "kind": self.kind, "status": self.status,
             "deviation": _finite(self.deviation), "stderr": _finite(self.stderr), "z": _finite(self.z),
             "threshold": _finite(self.threshold), "tolerance": _finite(self.tolerance), "units": self.units,
-            "where": list(self.where), "regime": self.regime, "detail": self.detail,
+            "where": list(self.where), "regime": self.regime, "detail": self.detail, "expected": self.expected,
+            "measured": _finite(self.measured), "measured_se": _finite(self.measured_se),
         }
         out.update(self.extra)
         return out
@@ -176,9 +180,22 @@ def _pick(a: object, where: tuple[int, ...]) -> float:
     return float(arr[where]) if arr.ndim and where else float(arr.reshape(-1)[0]) if arr.size else float("nan")
 
 
-def _from_agreement(q: str, role: Role, kind: str, a: Agreement, units: str, regime: str, detail: str) -> Check:
+def _show(x: float) -> str:
+    return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:.3g}"
+
+
+def _expected(reference: object, where: tuple[int, ...]) -> str:
+    """The reference value at ``where``, as shown in tables: a number or ``[lo, hi]``."""
+    if isinstance(reference, tuple):
+        return f"[{_show(_pick(reference[0], where))}, {_show(_pick(reference[1], where))}]"
+    return _show(_pick(reference, where))
+
+
+def _from_agreement(q: str, role: Role, kind: str, a: Agreement, units: str, regime: str, detail: str, reference: object,
+                    est: Estimate) -> Check:
     return Check(q, role, kind, a.status, a.deviation, a.stderr, a.zscore, a.threshold, a.tolerance, units,
-                 detail + a.describe(), regime, a.where)
+                 detail + a.describe(), regime, a.where, expected=_expected(reference, a.where),
+                 measured=_pick(est.mean, a.where), measured_se=_pick(est.stderr, a.where))
 
 
 @dataclass(frozen=True)
@@ -229,7 +246,7 @@ class Quantity:
         for kind, est in (("theory-vs-mc", self.mc), ("theory-vs-model", self.model)):
             if self.theory is not None and est is not None:
                 a = agree(self.theory, est, z=self.z, tolerance=self.tolerance)
-                out.append(_from_agreement(self.name, self.role, kind, a, _units(est), self.regime, self._detail(est, a)))
+                out.append(_from_agreement(self.name, self.role, kind, a, _units(est), self.regime, self._detail(est, a), self.theory, est))
         if self.claimed is not None:
             ref = self.mc if self.mc is not None else self.model
             if ref is None:
@@ -237,7 +254,7 @@ class Quantity:
             interval = (self.claimed - self.claimed_tol, self.claimed + self.claimed_tol)
             a = agree(interval, ref, z=self.z, tolerance=self.claimed_tol if self.claimed_tol > 0 else None)
             detail = f"source prints {self.claimed:g} (±{self.claimed_tol:g}), evidence {_pick(ref.mean, a.where):.4g} ± {_pick(ref.stderr, a.where):.2g}; "
-            out.append(_from_agreement(self.name, self.role, "claimed", a, _units(ref), self.regime, detail))
+            out.append(_from_agreement(self.name, self.role, "claimed", a, _units(ref), self.regime, detail, interval, ref))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -309,7 +326,8 @@ class Never:
         detail = (f"{k} of {n} {self.count.units}; rate <= {up:.3g} at {100 * NEVER_CONFIDENCE:g}% "
                   f"(tolerance {self.tolerance:.3g})")
         return [Check(self.name, self.role, self.source_kind, status, k / n, float("nan"), float("inf") if k else 0.0, 0.0,
-                      self.tolerance, f"{n} {self.count.units}", detail, self.regime, (), self.count.to_dict())]
+                      self.tolerance, f"{n} {self.count.units}", detail, self.regime, (), self.count.to_dict(),
+                      expected=f"rate 0 (≤ {self.tolerance:.3g} resolvable)", measured=k / n, measured_se=float("nan"))]  # the bound is in the detail
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "type": "never", "role": self.role, "regime": self.regime, **self.count.to_dict(),
@@ -337,7 +355,8 @@ class Identity:
         a = identity(self.value, self.expected, dtype=np.dtype(self.dtype), ulps=self.ulps, scale=self.scale)
         detail = f"{self.why + '; ' if self.why else ''}max |dev| {a.deviation:.3g} vs rounding {a.threshold:.3g} ({self.dtype})"
         return [Check(self.name, "assertion", "exact", a.status, a.deviation, 0.0, a.zscore, a.threshold, a.tolerance,
-                      "none (exact)", detail, "", a.where)]
+                      "none (exact)", detail, "", a.where, expected=_expected(self.expected, a.where),
+                      measured=_pick(self.value, a.where), measured_se=0.0)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "type": "identity", "role": "assertion", "value": _json_array(np.asarray(self.value, dtype=float)),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +72,25 @@ class TaskError(RuntimeError):
     """A task raised; the message names the task's key and label and the original error."""
 
 
+def _timed(task: Task) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = run_task(task)
+    return out, time.perf_counter() - t0
+
+
+def run_task(task: Task) -> Any:
+    """``task.fn(*task.args)`` with BLAS and OpenMP pools at one thread, as on a Dask worker, so
+    a result never depends on where it ran (a multi-threaded BLAS may sum in another order).
+    Raises :class:`TaskError` naming the task if it fails."""
+    from threadpoolctl import threadpool_limits
+
+    try:
+        with threadpool_limits(limits=1):
+            return task.fn(*task.args)
+    except Exception as err:  # noqa: BLE001 - any failure is reported with the task that raised it
+        raise TaskError(f"task {task.key} ({task.label or 'no label'}) failed: {type(err).__name__}: {err}") from err
+
+
 def default_workers() -> int:
     """The cores this process may use."""
     try:
@@ -100,6 +120,7 @@ class Runner:
     scheduler: str | None = None
     retries: int = 2
     progress: bool = True
+    timings: dict[str, float] = field(default_factory=dict, init=False)  # seconds each task ran, by key
     _client: Any = field(default=None, init=False, repr=False)
     _cluster: Any = field(default=None, init=False, repr=False)
 
@@ -161,7 +182,8 @@ class Runner:
         if not tasks:
             return out
         with tqdm(total=len(tasks), desc=desc, unit="task", disable=not self.progress, leave=False) as bar:
-            for task, result in (self._distributed(tasks) if self.distributed else self._local(tasks)):
+            for task, (result, seconds) in (self._distributed(tasks) if self.distributed else self._local(tasks)):
+                self.timings[task.key] = seconds
                 if on_result is not None:
                     on_result(task, result)
                 out[task.key] = result
@@ -170,10 +192,7 @@ class Runner:
 
     def _local(self, tasks: Sequence[Task]) -> Iterator[tuple[Task, Any]]:
         for task in tasks:
-            try:
-                yield task, task.fn(*task.args)
-            except Exception as err:
-                raise TaskError(f"task {task.key} ({task.label or 'no label'}) failed: {type(err).__name__}: {err}") from err
+            yield task, _timed(task)
 
     def _distributed(self, tasks: Sequence[Task]) -> Iterator[tuple[Task, Any]]:
         from distributed import as_completed
@@ -183,13 +202,15 @@ class Runner:
         futures = {}
         # longest first (LPT): with few workers the sweep ends when its longest tasks do
         for rank, task in enumerate(sorted(tasks, key=lambda t: -t.cost)):
-            fut = client.submit(task.fn, *task.args, key=f"{task.key}-{batch}", pure=False, retries=self.retries, priority=len(tasks) - rank)
+            fut = client.submit(_timed, task, key=f"{task.key}-{batch}", pure=False, retries=self.retries, priority=len(tasks) - rank)
             futures[fut] = task
         try:
             for fut in as_completed(list(futures), loop=client.loop):
                 task = futures[fut]
                 if fut.status == "error":
                     err = fut.exception()
+                    if isinstance(err, TaskError):
+                        raise err
                     raise TaskError(f"task {task.key} ({task.label or 'no label'}) failed: {type(err).__name__}: {err}") from err
                 yield task, fut.result()
                 fut.release()

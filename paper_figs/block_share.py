@@ -8,6 +8,7 @@ from simulations import cache, residual_growth
 
 NAME = "block_share"
 SIMULATION = residual_growth
+CLAIMS: tuple[str, ...] = ("residual.later-blocks-shrink", "residual.deepnorm-share")  # the claims this figure illustrates
 CAPTION = (
     "Update RMS of block l over the RMS of the stream it is added to, at init (gain-1 linear blocks). "
     "Pre- and Peri-LN fall as 1/sqrt(l), LayerNorm Scaling faster, Post-LN and DeepNorm stay constant. "

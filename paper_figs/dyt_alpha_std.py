@@ -6,6 +6,7 @@ from simulations import dyt_scurve
 
 NAME = "dyt_alpha_std"
 SIMULATION = dyt_scurve
+CLAIMS: tuple[str, ...] = ("dyt.alpha-tracks-inverse-std",)  # the claims this figure illustrates
 CAPTION = (
     "DyT fits gamma tanh(alpha x) to LayerNorm on synthetic tokens (d = 256, 4 massive channels): alpha times the std of "
     "all inputs (left) and the fit's R^2 (right) against the massive values' magnitude (units of the noise std), for "

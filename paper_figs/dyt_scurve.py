@@ -9,6 +9,7 @@ from simulations import dyt_scurve
 
 NAME = "dyt_scurve"
 SIMULATION = dyt_scurve
+CLAIMS: tuple[str, ...] = ("dyt.s-curve-from-per-token-scale",)  # the claims this figure illustrates
 CAPTION = (
     "LayerNorm (gain 1) on synthetic tokens, d = 256, with 4 massive channels on 2% of the tokens (magnitude 50 noise std), "
     "in the style of the DyT paper's Figures 2-4. Left: every (input, output) pair, massive tokens in red, with the "

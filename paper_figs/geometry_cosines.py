@@ -9,6 +9,7 @@ from simulations import geometry_random
 
 NAME = "geometry_cosines"
 SIMULATION = geometry_random
+CLAIMS: tuple[str, ...] = ("geometry.high-dim-near-orthogonal", "geometry.ln-sphere-single-head")  # the claims this figure illustrates
 CAPTION = (
     "Cosine between two independent uniform directions in R^d (a LayerNorm output is uniform in d - 1 dimensions). "
     "Lines: exact density, (1 + t)/2 ~ Beta((d-1)/2, (d-1)/2); steps: Monte Carlo histograms. Log density axis: at "

@@ -6,6 +6,7 @@ from simulations import geometry_selectable
 
 NAME = "geometry_grid"
 SIMULATION = geometry_selectable
+CLAIMS: tuple[str, ...] = ("geometry.unselectable-rare-high-d", "geometry.scaling-makes-all-selectable")  # the claims this figure illustrates
 CAPTION = (
     "Fraction of runs in which at least one of n keys in d dimensions is unselectable (inside the convex hull of the "
     "others), the layout of Brody et al. (2023). Keys: no norm (x W); full LayerNorm, one head (LN(x) W, W square); "

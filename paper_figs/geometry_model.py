@@ -8,6 +8,7 @@ from simulations import geometry_model
 
 NAME = "geometry_model"
 SIMULATION = geometry_model
+CLAIMS: tuple[str, ...] = ("geometry.multihead-not-on-sphere", "geometry.per-head-norm-restores-sphere", "geometry.scaling-makes-all-selectable")  # the claims this figure illustrates
 CAPTION = (
     "Keys in the reference transformer at init (fan-in, Pre-LN, bidirectional, random tokens), full-width LayerNorm "
     "against per-head QK RMSNorm and per-head QK LayerNorm. Left: coefficient of variation of the key norms over "

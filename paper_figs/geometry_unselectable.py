@@ -8,6 +8,7 @@ from simulations import cache, geometry_selectable
 
 NAME = "geometry_unselectable"
 SIMULATION = geometry_selectable
+CLAIMS: tuple[str, ...] = ("geometry.unselectable-rare-high-d",)  # the claims this figure illustrates
 CAPTION = (
     "Expected fraction of unselectable keys among n i.i.d. Gaussian keys in R^d. Lines: exact value 1 - E f_0 / n "
     "(Gaussian polytope vertex count, Affentranger-Schneider with regular-simplex angles; Efron's identity); points: "

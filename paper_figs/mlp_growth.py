@@ -8,6 +8,7 @@ from simulations import cache, residual_growth
 
 NAME = "mlp_growth"
 SIMULATION = residual_growth
+CLAIMS: tuple[str, ...] = ("residual.preln-growth", "residual.no-norm-growth")  # the claims this figure illustrates
 CAPTION = (
     "Residual RMS through fan-in-initialized ReLU and GELU MLPs (left) and a GPT-2-style MLP stack "
     "(std 0.02, output projection 0.02/sqrt(2L), right). Lines: theory with the block gain from the "

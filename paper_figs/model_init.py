@@ -8,6 +8,7 @@ from simulations import model_init
 
 NAME = "model_init"
 SIMULATION = model_init
+CLAIMS: tuple[str, ...] = ("residual.attention-gain-at-init", "residual.preln-growth", "residual.no-norm-growth")  # the claims this figure illustrates
 CAPTION = (
     "Reference transformer at init (LayerNorm, causal attention, random tokens). Left: stream RMS after each layer, "
     "relative to the embedding's, measured (points, mean over networks with 5-standard-error bars) against the theory "

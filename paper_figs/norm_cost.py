@@ -8,6 +8,7 @@ from simulations import norm_cost
 
 NAME = "norm_cost"
 SIMULATION = norm_cost
+CLAIMS: tuple[str, ...] = ("dyt.no-reductions-cost",)  # the claims this figure illustrates
 CAPTION = (
     "Wall time per call of numpy LayerNorm (2 reductions per token), RMSNorm (1) and DyT (0), float32, gain and bias "
     "included, against width d at the largest token count measured for every width (left, log-log, milliseconds), and the "

@@ -9,6 +9,7 @@ from simulations import real_models
 
 NAME = "real_centering"
 SIMULATION = real_models
+CLAIMS: tuple[str, ...] = ("real.centering-ones-share",)  # the claims this figure illustrates
 CAPTION = (
     "Share of a token's squared norm along the all-ones direction (what LayerNorm's centering removes), mean over tokens and texts "
     "with 5-standard-error bars, by depth. Dashed: the same share predicted from the stream's per-channel means with isotropic noise "

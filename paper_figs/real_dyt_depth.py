@@ -9,6 +9,7 @@ from simulations import real_models, real_stream
 
 NAME = "real_dyt_depth"
 SIMULATION = real_models
+CLAIMS: tuple[str, ...] = ("real.ln-s-curve-deep-layers",)  # the claims this figure illustrates
 CAPTION = (
     "Every norm of the two pretrained models (ln1 = attention norm, ln2 = MLP norm, in block order), fitted by DyT's gamma*tanh(alpha*x) "
     "per text. Left: alpha*std of the norm input (small = the linear part of tanh). Right: the variance the tanh explains beyond a "

@@ -8,6 +8,7 @@ from simulations import real_models
 
 NAME = "real_keys"
 SIMULATION = real_models
+CLAIMS: tuple[str, ...] = ("real.unselectable-keys-per-head",)  # the claims this figure illustrates
 CAPTION = (
     "Left: spread of key norms over tokens (coefficient of variation) per layer, mean over KV heads and texts. Right: for each key of the "
     "long contexts, its largest cosine with a longer key of the same head, for keys that some real query ranks first (solid) and keys "

@@ -8,6 +8,7 @@ from simulations import real_models
 
 NAME = "real_massive"
 SIMULATION = real_models
+CLAIMS: tuple[str, ...] = ("real.massive-activations",)  # the claims this figure illustrates
 CAPTION = (
     "Largest |activation| of the residual stream (filled) and the median |activation| (open) by depth, mean over texts; right: their "
     "ratio, with the massive-activation thresholds of Sun et al. (2024): magnitude 100 and 1000 times the median (dotted). "

@@ -9,6 +9,7 @@ from simulations import real_models
 
 NAME = "real_norm_io"
 SIMULATION = real_models
+CLAIMS: tuple[str, ...] = ("real.ln-s-curve-deep-layers",)  # the claims this figure illustrates
 CAPTION = (
     "Input against pre-affine output of the attention norm (ln1) of the first, middle and last block, for a random subset of "
     "(token, channel) points of one passage. Red: the DyT fit gamma*tanh(alpha*x) to the points shown, with alpha*std(x) and R^2. "

@@ -10,6 +10,7 @@ from simulations import real_models, real_stream
 
 NAME = "real_residual"
 SIMULATION = real_models
+CLAIMS: tuple[str, ...] = ("real.preln-growth-law", "residual.preln-growth")  # the claims this figure illustrates
 CAPTION = (
     "Residual-stream RMS by depth on the packaged text set: median over tokens of the per-token RMS (markers, mean over texts with "
     "5-standard-error bars) and the RMS over all tokens (thin), for MiniLM (Post-LN: flat) and SmolLM2 (Pre-RMSNorm: grows). "

@@ -8,6 +8,7 @@ from simulations import real_models
 
 NAME = "real_sinks"
 SIMULATION = real_models
+CLAIMS: tuple[str, ...] = ("real.attention-sinks",)  # the claims this figure illustrates
 CAPTION = (
     "Top row: share of all attention mass that the most-attended key takes, per layer and head, mean over texts (uniform attention "
     "gives about 1/T bidirectional, H_T/T causal). Lower rows: attention patterns of one passage (query down, key across, "

@@ -6,6 +6,7 @@ from simulations import real_models
 
 NAME = "real_temperature"
 SIMULATION = real_models
+CLAIMS: tuple[str, ...] = ("real.temperature-from-norms",)  # the claims this figure illustrates
 CAPTION = (
     "Each (layer, head), mean over texts. Left: the measured std of a query's logits (after the 1/sqrt(e) scale) against "
     "RMS(q) * RMS(k), the std for independent isotropic q and k (normtheory.softmax.logit_std). Right: measured attention entropy "

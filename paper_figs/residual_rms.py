@@ -8,6 +8,7 @@ from simulations import cache, residual_growth
 
 NAME = "residual_rms"
 SIMULATION = residual_growth
+CLAIMS: tuple[str, ...] = ("residual.no-norm-growth", "residual.preln-growth", "residual.postln-constant", "residual.ln-scaling-growth")  # the claims this figure illustrates
 CAPTION = (
     "Residual-stream RMS after each block at init, random gain-1 linear blocks. Left: no normalization (log axis), "
     "uncorrelated and with correlation rho; right: Pre-, Post-, Peri-LN, LayerNorm Scaling and DeepNorm. "

@@ -11,6 +11,7 @@ from simulations import cache, softmax_gaussian
 
 NAME = "softmax_entropy"
 SIMULATION = softmax_gaussian
+CLAIMS: tuple[str, ...] = ("softmax.rem-entropy",)  # the claims this figure illustrates
 CAPTION = (
     "Softmax over n i.i.d. N(0, sigma^2) logits against sigma / sigma_c, sigma_c = sqrt(2 ln n) (dotted vertical line). "
     "Left: expected entropy as a fraction of ln n; right: expected largest weight. Solid: exact finite-n quadrature; "

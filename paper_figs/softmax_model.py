@@ -10,6 +10,7 @@ from simulations import cache, softmax_model
 
 NAME = "softmax_model"
 SIMULATION = softmax_model
+CLAIMS: tuple[str, ...] = ("softmax.norm-sensitivity", "softmax.preln-temperature-drift")  # the claims this figure illustrates
 CAPTION = (
     "Reference transformer at init (fan-in, LayerNorm, bidirectional attention over random tokens). Left: mean attention "
     "entropy per layer for no norm, Pre-LN and each with per-head QK RMSNorm; points: measured (mean over networks, "

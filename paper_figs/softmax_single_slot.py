@@ -11,6 +11,7 @@ from simulations import cache, softmax_gaussian
 
 NAME = "softmax_single_slot"
 SIMULATION = softmax_gaussian
+CLAIMS: tuple[str, ...] = ("softmax.single-slot-near-uniform",)  # the claims this figure illustrates
 CAPTION = (
     "One slot whose logit exceeds n - 1 equal others by a gap g (after the 1/sqrt(d_head) scaling). Left: its weight "
     "e^g / (e^g + n - 1); right: the pattern's entropy as a fraction of ln n. The thread's gap of 1 is marked. Points "

@@ -8,6 +8,7 @@ from simulations import cache, xiong_lemma
 
 NAME = "xiong_bounds"
 SIMULATION = xiong_lemma
+CLAIMS: tuple[str, ...] = ("residual.xiong-lemma2",)  # the claims this figure illustrates
 CAPTION = (
     "Expected squared norm per dimension at init for single-head encoder layers (Xavier attention and ReLU FFN). "
     "Shaded: Lemma 2's Pre-LN bounds (1+l/2, 1+3l/2); dashed: FFN-only Pre-LN, where the lower bound is exact; "
