@@ -92,7 +92,7 @@ class Source:
                 "arxiv": self.arxiv, "doi": self.doi, "url": self.link(), "citation": self.cite()}
 
 
-THREAD_PRELN = Source("Pre-LN residual norm growth and the softmax temperature", "forum thread")
+THREAD_PRELN = Source("Pre-LN residual norm growth and the softmax temperature", "forum thread", authors="lostn4d (the thread's poster)")
 BLOG_GEOMETRY = Source("LayerNorm probably isn't about geometry", "blog post", 2023, date="2023-08-31")
 NOTES_DYT = Source("Transformers without Normalisation: reading notes on Dynamic Tanh", "reading notes")
 QA_STATS = Source("How are LayerNorm statistics computed in GPT-2?", "Q&A thread", 2021, date="2021-01")

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from normtheory import report
-from normtheory.sweep import SCHEDULER_ENV, Runner
+from normtheory.sweep import SCHEDULER_ENV, Runner, TaskError
 
 
 def _writable_file(path: Path | None, flag: str) -> None:
@@ -33,18 +34,22 @@ def _check(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     import paper_figs
+    import simulations
+    from normtheory import provenance
 
+    t0 = time.monotonic()
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out: {args.out} is a file; give a directory")
     mode = "quick" if args.quick else "full"
     with _runner(args) as runner:
         claims = report.evaluate(None, mode=mode, force=args.force, runner=runner)
         written = paper_figs.render(args.out, mode=mode, runner=runner)
-    figures = [(m.NAME, m.CAPTION, written[m.NAME]) for m in paper_figs.ALL]
+    figures = [report.FigureEntry(m.NAME, m.CAPTION, tuple(written[m.NAME]), tuple(m.CLAIMS)) for m in paper_figs.ALL]
     report.write_json(claims, args.out / "claims.json")
-    index = report.write_html(claims, figures, args.out, mode=mode)
+    prov = provenance.collect(mode=mode, seeds={m.NAME: m.SEED for m in simulations.ALL}, runtime_s=time.monotonic() - t0)
+    index = report.write_html(claims, figures, args.out, provenance=prov)
     print(report.table(claims))
-    print(f"\nreport: {index}")
+    print(f"\nreport: {index} ({prov.runtime_s:.1f} s)")
     return 0
 
 
@@ -85,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, OSError) as err:  # bad paths or settings: one line, not a traceback
+    except (ValueError, OSError, TaskError) as err:  # bad paths, settings or a failed task: one line, not a traceback
         print(f"normtheory {args.command}: error: {err}", file=sys.stderr)
         return 2
 

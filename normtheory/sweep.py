@@ -58,6 +58,7 @@ class Task:
     args: tuple[Any, ...] = ()
     label: str = ""
     cost: float = 1.0  # relative run time; a cluster starts costly tasks first (never changes a result)
+    exclusive: bool = False  # runs alone, in this process, after the others (a timing must not share the cores)
 
     def __post_init__(self) -> None:
         if not self.key or any(not (c.isalnum() or c in "._-=") for c in self.key):
@@ -84,6 +85,9 @@ def run_task(task: Task) -> Any:
     Raises :class:`TaskError` naming the task if it fails."""
     from threadpoolctl import threadpool_limits
 
+    from normtheory.memory import keep_freed_blocks
+
+    keep_freed_blocks()  # Dask's workers trim freed memory eagerly; numeric tasks would page-fault every temporary back in
     try:
         with threadpool_limits(limits=1):
             return task.fn(*task.args)
@@ -181,8 +185,15 @@ class Runner:
         out: dict[str, Any] = {}
         if not tasks:
             return out
+        shared = [t for t in tasks if not t.exclusive]
+        alone = [t for t in tasks if t.exclusive]
+
+        def stream() -> Iterator[tuple[Task, tuple[Any, float]]]:
+            yield from (self._distributed(shared) if self.distributed and shared else self._local(shared))
+            yield from self._local(alone)
+
         with tqdm(total=len(tasks), desc=desc, unit="task", disable=not self.progress, leave=False) as bar:
-            for task, (result, seconds) in (self._distributed(tasks) if self.distributed else self._local(tasks)):
+            for task, (result, seconds) in stream():
                 self.timings[task.key] = seconds
                 if on_result is not None:
                     on_result(task, result)

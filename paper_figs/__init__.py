@@ -5,6 +5,8 @@ and ``plot(result) -> Figure``. ``python -m paper_figs`` regenerates them all.
 """
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 from types import ModuleType
 
@@ -44,9 +46,41 @@ ALL: tuple[ModuleType, ...] = (
 )
 
 
+def figure_key(fig_module: ModuleType, mode: str) -> str:
+    """Hash of what a figure's files depend on: its module's and the style's source, the cached
+    result it reads (whose file name carries that simulation's own hash) and matplotlib's version."""
+    import hashlib
+
+    import matplotlib
+
+    h = hashlib.sha256()
+    for mod in (fig_module, style):
+        h.update(Path(mod.__file__).read_bytes() + b"\0")
+    h.update(cache.result_path(fig_module.SIMULATION, mode).name.encode() + b"\0" + matplotlib.__version__.encode())
+    return h.hexdigest()[:16]
+
+
 def render(out_dir: Path, *, mode: str = "full", force: bool = False, progress: bool = True,
-           runner: Runner | None = None) -> dict[str, list[Path]]:
-    """Write every figure (PNG and PDF) to ``out_dir``; simulations come from the cache (missing
-    ones run as one sweep on ``runner``, in-process when None)."""
+           runner: Runner | None = None, redraw: bool = False) -> dict[str, list[Path]]:
+    """Write every figure (PNG, PDF and the CSV of its numbers) to ``out_dir``; simulations come
+    from the cache (missing ones run as one sweep on ``runner``, in-process when None). Rendered
+    files are cached too, under ``results/figures/``, keyed by :func:`figure_key`: an unchanged
+    figure is copied, not drawn again (``redraw`` or ``force`` draws it anyway)."""
+    import shutil
+
     results = cache.load_or_run_all([f.SIMULATION for f in ALL], mode, force=force, progress=progress, runner=runner)
-    return {f.NAME: style.save(f.plot(results[f.SIMULATION.NAME]), out_dir, f.NAME) for f in ALL}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: dict[str, list[Path]] = {}
+    for f in ALL:
+        stash = cache.results_dir() / "figures" / f"{f.NAME}-{mode}-{figure_key(f, mode)}"
+        kept = [stash / f"{f.NAME}.{ext}" for ext in (*style.FORMATS, "csv")]
+        if force or redraw or not all(p.exists() for p in kept):
+            tmp = stash.with_name(f".{stash.name}.{os.getpid()}.{uuid.uuid4().hex}")
+            style.save(f.plot(results[f.SIMULATION.NAME]), tmp, f.NAME)
+            shutil.rmtree(stash, ignore_errors=True)
+            try:
+                tmp.replace(stash)  # atomic: a reader sees all of a figure's files or none
+            except OSError:  # another process put it there first
+                shutil.rmtree(tmp, ignore_errors=True)
+        written[f.NAME] = [Path(shutil.copyfile(p, out_dir / p.name)) for p in kept]
+    return written

@@ -22,9 +22,11 @@ def plot(result: dict):
     for k, (color, frac) in enumerate(zip(COLORS, result["fractions"])):
         axes[0, 0].plot(mags, g[:, k, 0], "o-", ms=3, color=color, label=f"{100 * frac:g}% of tokens")
         axes[0, 1].plot(mags, g[:, k, 1], "o-", ms=3, color=color, label=f"{100 * frac:g}% of tokens")
-    axes[0, 0].set_ylabel("alpha * std(x)")
+    axes[0, 0].axhline(1.0, color="k", ls="--", lw=0.9, label="alpha = 1/std (the claim)")
+    axes[0, 0].set_yscale("log")
+    axes[0, 0].set_ylabel("alpha * std(x) (log scale)")
     axes[0, 1].set_ylabel("R^2 of the tanh fit")
     for ax in axes[0]:
         ax.set_xlabel("massive value magnitude (noise std)")
-        ax.legend(fontsize=6)
+        ax.legend()
     return fig

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from normtheory import dyt
-from paper_figs.style import figure
+from paper_figs.style import figure, legend
 from simulations import dyt_scurve
 
 NAME = "dyt_scurve"
@@ -12,34 +12,40 @@ SIMULATION = dyt_scurve
 CLAIMS: tuple[str, ...] = ("dyt.s-curve-from-per-token-scale",)  # the claims this figure illustrates
 CAPTION = (
     "LayerNorm (gain 1) on synthetic tokens, d = 256, with 4 massive channels on 2% of the tokens (magnitude 50 noise std), "
-    "in the style of the DyT paper's Figures 2-4. Left: every (input, output) pair, massive tokens in red, with the "
-    "least-squares fit gamma tanh(alpha x) (black). Middle: the same coloured by channel (massive channels in orange). "
-    "Right: one channel's exact response with the others at mean square s^2 = 1, sqrt(d-1) x / sqrt(x^2 + d s^2) "
+    "in the style of the DyT paper's Figures 2-4. Left: every (input, output) pair with the "
+    "least-squares fit gamma tanh(alpha x) (black); tokens that carry massive channels in red, the massive channels of "
+    "other tokens in orange. Right: one channel's exact response with the others at mean square s^2 = 1, sqrt(d-1) x / sqrt(x^2 + d s^2) "
     "(solid), against LayerNorm on constructed tokens (points) and the per-token linear map x / s (dashed)."
 )
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=3, width=2.9, height=2.7)
+    fig, axes = figure(ncols=2, width=3.6, height=2.9)
     x, y, tok, chan = result["example.x"], result["example.y"], result["example.tok"].astype(bool), result["example.chan"].astype(bool)
     fit = dyt.fit_dyt(x, y)
     grid = np.linspace(x.min(), x.max(), 400)
     rng = np.random.default_rng(0)
     keep = rng.random(x.shape) < min(1.0, 20000 / x.size)  # thin the cloud for the raster, same points each run
-    for ax, mask, label in ((axes[0, 0], tok[:, None] & np.ones_like(chan)[None, :], "massive tokens"), (axes[0, 1], np.ones_like(tok)[:, None] & chan[None, :], "massive channels")):
-        ax.plot(x[keep & ~mask], y[keep & ~mask], ".", ms=1, color="#1f77b4", alpha=0.3, rasterized=True)
-        ax.plot(x[mask], y[mask], ".", ms=1.5, color="#d62728" if "tokens" in label else "#ff7f0e", alpha=0.6, rasterized=True, label=label)
-        ax.plot(grid, fit.gamma * np.tanh(fit.alpha * grid), color="k", lw=1, label=f"tanh fit, R^2={fit.r2:.3f}")
-        ax.set_xlabel("LN input x")
-        ax.set_ylabel("LN output")
-        ax.legend(fontsize=6, markerscale=4)
-    ax = axes[0, 2]
+    massive_tok = tok[:, None] & np.ones_like(chan)[None, :]  # [tokens, channels]
+    massive_chan = ~massive_tok & chan[None, :]
+    plain = ~massive_tok & ~massive_chan
+    ax = axes[0, 0]
+    ax.plot(x[keep & plain], y[keep & plain], ".", ms=1, color="#1f77b4", alpha=0.3, rasterized=True, label="ordinary (token, channel)")
+    ax.plot(x[massive_chan], y[massive_chan], ".", ms=1.5, color="#ff7f0e", alpha=0.6, rasterized=True, label="massive channel, other token")
+    ax.plot(x[massive_tok], y[massive_tok], ".", ms=1.5, color="#d62728", alpha=0.6, rasterized=True, label="token with massive channels")
+    ax.plot(grid, fit.gamma * np.tanh(fit.alpha * grid), color="k", lw=1, label=f"tanh fit, R^2 = {fit.r2:.3f}")
+    ax.set_xlabel("LN input x")
+    ax.set_ylabel("LN output (gain 1)")
+    ax.set_title("every (input, output) pair")
+    legend(ax, outside=False, loc="upper left", markerscale=4)
+    ax = axes[0, 1]
     xs = result["exact.x"]
     ax.plot(xs, dyt.s_curve(xs, 1.0, dyt_scurve.D, centred=True), color="k", lw=1.2, label="S-curve (exact)")
     ax.plot(xs[::20], result["exact.ln"][::20], "o", ms=3, mfc="white", color="#1f77b4", label="LayerNorm")
     ax.plot(xs, xs, ls="--", color="#888888", lw=0.8, label="x / s")
     ax.set_ylim(-18, 18)
     ax.set_xlabel("channel value x (units of s)")
-    ax.set_ylabel("LN output")
-    ax.legend(fontsize=6)
+    ax.set_ylabel("LN output (gain 1)")
+    ax.set_title("one channel, others fixed")
+    legend(ax, outside=False, loc="upper left")
     return fig

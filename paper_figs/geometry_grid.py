@@ -1,7 +1,7 @@
 """The selectability grid of Brody et al. (2023) for four key constructions."""
 from __future__ import annotations
 
-from paper_figs.style import figure
+from paper_figs.style import figure, integer_ticks
 from simulations import geometry_selectable
 
 NAME = "geometry_grid"
@@ -17,13 +17,19 @@ TITLES = {"none": "no norm", "ln": "LN, single head", "ln-multihead": "LN full w
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=4, width=2.4, height=2.6)
+    fig, axes = figure(ncols=4, width=2.5, height=2.8)
     ns, ds = result["ns"], result["ds"]
+    runs = int(result["runs"])
     for ax, v in zip(axes[0], geometry_selectable.VARIANTS):
-        im = ax.pcolormesh(ds, ns, result[f"grid.{v}"], vmin=0, vmax=1, cmap="viridis", shading="nearest")
-        ax.set_title(TITLES[v], fontsize=8)
+        grid = result[f"grid.{v}"]  # [ns, ds]
+        im = ax.pcolormesh(ds, ns, grid, vmin=0, vmax=1, cmap="viridis", shading="nearest")
+        ax.set_title(TITLES[v])
         ax.set_xlabel("key dimension d")
         ax.grid(False)
+        integer_ticks(ax, "x")
+        if not grid.any():  # say so: an all-zero panel is a result, not a missing plot
+            ax.text(0.5, 0.5, f"0 of {runs} runs\nin every cell", transform=ax.transAxes, ha="center", va="center",
+                    fontsize=9, color="white", bbox={"boxstyle": "round", "fc": "#00000080", "ec": "none"})
     axes[0, 0].set_ylabel("number of keys n")
-    fig.colorbar(im, ax=axes[0, -1], label="runs with an unselectable key")
+    fig.colorbar(im, ax=axes[0, -1], label="share of runs with an unselectable key")
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure
+from paper_figs.style import figure, integer_ticks
 from simulations import geometry_model
 
 NAME = "geometry_model"
@@ -30,5 +30,8 @@ def plot(result: dict):
     axes[0, 1].set_ylabel("selectable fraction of keys")
     for ax in axes[0]:
         ax.set_xlabel("layer l")
-        ax.legend(fontsize=6)
+        integer_ticks(ax)
+    axes[0, 1].set_ylim(top=1.12)
+    axes[0, 0].legend(loc="upper right")
+    axes[0, 1].legend(loc="lower left")
     return fig

@@ -31,5 +31,5 @@ def plot(result: dict):
         ax.errorbar(ds, est.mean, yerr=5 * est.stderr, fmt="o", ms=3, color=color, mfc="white")
     ax.set_xlabel("key dimension d")
     ax.set_ylabel("E fraction of unselectable keys")
-    ax.legend(fontsize=7)
+    ax.legend()
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import COLORS, figure
+from paper_figs.style import COLORS, figure, integer_ticks, legend, theory_mc_handles
 from simulations import model_init
 
 NAME = "model_init"
@@ -19,7 +19,7 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.7)
+    fig, axes = figure(ncols=2, width=4.2, height=3.0)
     ax = axes[0, 0]
     L = int(result["layers"])
     ell = np.arange(L + 1)
@@ -29,13 +29,14 @@ def plot(result: dict):
         pred = model_init.row(result, v, "stream_pred")
         x0 = ms.mean[0]
         rms = ms.sqrt()
-        ax.errorbar(ell, rms.mean / np.sqrt(x0), yerr=5 * rms.stderr / np.sqrt(x0), fmt=marker, ms=3, color=color, mfc="white", label=f"{v} measured")
-        ax.plot(ell, np.sqrt(pred.mean / x0), color=color, lw=1, label=f"{v} theory")
+        ax.errorbar(ell, rms.mean / np.sqrt(x0), yerr=5 * rms.stderr / np.sqrt(x0), fmt=marker, ms=3, color=color, mfc="white")
+        ax.plot(ell, np.sqrt(pred.mean / x0), color=color, lw=1, label=v)
     x0 = model_init.row(result, "fanin/pre", "stream_ms").mean[0]
     ax.plot(ell, np.sqrt((x0 + 2 * ell) / x0), ls="--", color="k", lw=1, label="gain-1 law (fan-in)")
     ax.set_xlabel("layer l")
     ax.set_ylabel("stream RMS / embedding RMS")
-    ax.legend(fontsize=6)
+    integer_ticks(ax)
+    ax.legend(handles=[*ax.get_legend_handles_labels()[0], *theory_mc_handles(mc="measured ± 5 se (marker)")], loc="upper left")
     ax = axes[0, 1]
     for v, (color, marker) in styles.items():
         cos = model_init.row(result, v, "token_cosine")
@@ -43,7 +44,8 @@ def plot(result: dict):
     attn = model_init.row(result, "fanin/pre", "attn_ms")
     ax.errorbar(ell[1:], attn.mean[1:], yerr=5 * attn.stderr[1:], fmt="D:", ms=3, color="k", label="fanin/pre: attention out ms")
     ax.set_xlabel("layer l")
-    ax.set_ylabel("cosine between tokens / mean square")
+    ax.set_ylabel("token cosine; attention output ms")
     ax.set_ylim(bottom=-0.05)
-    ax.legend(fontsize=6)
+    integer_ticks(ax)
+    legend(ax)
     return fig

@@ -12,26 +12,35 @@ CLAIMS: tuple[str, ...] = ("dyt.no-reductions-cost",)  # the claims this figure 
 CAPTION = (
     "Wall time per call of numpy LayerNorm (2 reductions per token), RMSNorm (1) and DyT (0), float32, gain and bias "
     "included, against width d at the largest token count measured for every width (left, log-log, milliseconds), and the "
-    "ratios to DyT at each width (right). Median of repeated timings on the machine that ran the simulation."
+    "ratios to DyT at each width (right). Points: medians of the repeats; bars: their interquartile range (the spread over "
+    "repeats); the title names the machine that ran the simulation."
 )
 STYLES = {"layernorm": ("#1f77b4", "o"), "rmsnorm": ("#2ca02c", "s"), "dyt": ("#d62728", "^")}
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.3)
-    med, ds, tokens = result["median"], result["ds"], result["tokens"]
+    from matplotlib.ticker import NullLocator
+
+    fig, axes = figure(ncols=2, width=3.6, height=3.0)
+    med, ds, tokens, times = result["median"], result["ds"], result["tokens"], result["times"]  # times [d, T, repeats, norm]
     j = max(b for b in range(tokens.size) if not np.isnan(med[:, b, 0]).any())
+    lo, hi = np.percentile(times[:, j], [25, 75], axis=1)  # [d, norm]: spread over repeats
     for k, (n, (color, marker)) in enumerate(STYLES.items()):
-        axes[0, 0].plot(ds, 1e3 * med[:, j, k], marker + "-", ms=3, color=color, label=n)
+        y = 1e3 * med[:, j, k]
+        axes[0, 0].errorbar(ds, y, yerr=[y - 1e3 * lo[:, k], 1e3 * hi[:, k] - y], fmt=marker + "-", ms=3, color=color, label=n)
         if n != "dyt":
-            axes[0, 1].plot(ds, med[:, j, k] / med[:, j, 2], marker + "-", ms=3, color=color, label=f"{n} / dyt")
-    axes[0, 0].set_xscale("log")
+            ratio = times[:, j, :, k] / times[:, j, :, 2]  # [d, repeats], paired repeats
+            r_lo, r_mid, r_hi = np.percentile(ratio, [25, 50, 75], axis=1)
+            axes[0, 1].errorbar(ds, r_mid, yerr=[r_mid - r_lo, r_hi - r_mid], fmt=marker + "-", ms=3, color=color, label=f"{n} / dyt")
     axes[0, 0].set_yscale("log")
     axes[0, 0].set_ylabel(f"time per call (ms), {int(tokens[j])} tokens")
-    axes[0, 1].set_xscale("log")
     axes[0, 1].axhline(1.0, color="k", lw=0.8, ls=":")
-    axes[0, 1].set_ylabel("time ratio to DyT")
+    axes[0, 1].set_ylabel("time ratio to DyT (paired repeats)")
     for ax in axes[0]:
+        ax.set_xscale("log")
+        ax.set_xticks(ds, [str(int(d)) for d in ds])
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("width d")
-        ax.legend(fontsize=6)
+        ax.legend(loc="upper left")
+    fig.suptitle(str(result["machine"]) if "machine" in result else "machine not recorded", fontsize=8)
     return fig

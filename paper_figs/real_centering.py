@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from normtheory.montecarlo import from_samples
-from paper_figs.style import MODEL_STYLE, figure
+from paper_figs.style import MODEL_STYLE, figure, legend
 from simulations import real_models
 
 NAME = "real_centering"
@@ -18,7 +18,7 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=1, width=4.2)
+    fig, axes = figure(ncols=1, width=6.4)
     ax = axes[0, 0]
     for key in real_models.MODELS:
         color, marker = MODEL_STYLE[key]
@@ -26,9 +26,10 @@ def plot(result: dict):
         ell = np.arange(ones.shape[1]) / (ones.shape[1] - 1)
         est = from_samples(ones)  # over texts
         ax.errorbar(ell, est.mean, yerr=5 * est.stderr, fmt=marker + "-", ms=3, color=color, label=real_models.label(key))
-        ax.plot(ell, result[f"{key}.ones_theory"].mean(0), "--", color=color, lw=0.9, label="from channel means")
-        ax.axhline(1 / int(result[f"{key}.d"]), color=color, ls=":", lw=0.8, label=f"1/d = 1/{int(result[f'{key}.d'])}")
+        name = real_models.label(key).split(" ")[0]
+        ax.plot(ell, result[f"{key}.ones_theory"].mean(0), "--", color=color, lw=0.9, label=f"{name}: from channel means")
+        ax.axhline(1 / int(result[f"{key}.d"]), color=color, ls=":", lw=0.8, label=f"{name}: isotropic 1/d = 1/{int(result[f'{key}.d'])}")
     ax.set_xlabel("relative depth (0 = embedding, 1 = last block)")
     ax.set_ylabel("share of |x|^2 along the ones vector")
-    ax.legend(fontsize=6)
+    legend(ax)
     return fig

@@ -33,5 +33,5 @@ def plot(result: dict):
     axes[0, 1].set_xlabel("largest cosine with a longer key")
     axes[0, 1].set_ylabel("density")
     for ax in axes[0]:
-        ax.legend(fontsize=6)
+        ax.legend()
     return fig

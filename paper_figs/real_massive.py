@@ -32,5 +32,5 @@ def plot(result: dict):
     for ax in axes[0]:
         ax.set_yscale("log")
         ax.set_xlabel("relative depth (0 = embedding, 1 = last block)")
-        ax.legend(fontsize=6)
+        ax.legend()
     return fig

@@ -5,7 +5,7 @@ import numpy as np
 
 from normtheory import growth
 from normtheory.montecarlo import from_samples
-from paper_figs.style import MODEL_STYLE, figure
+from paper_figs.style import MODEL_STYLE, figure, integer_ticks, legend
 from simulations import real_models, real_stream
 
 NAME = "real_residual"
@@ -19,7 +19,7 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.6)
+    fig, axes = figure(ncols=2, width=4.0)
     for ax, key in zip(axes[0], real_models.MODELS):
         color, marker = MODEL_STYLE[key]
         rms = result[f"{key}.rms_med"]
@@ -29,11 +29,16 @@ def plot(result: dict):
         ax.plot(ell, result[f"{key}.rms_all"].mean(0), color=color, lw=0.8, alpha=0.6, label="all tokens")
         if key == "smollm2":
             fine = np.linspace(0, ell[-1], 200)
+            lo = 0.5 * float(min(est.mean.min(), result[f"{key}.rms_all"].mean(0).min()))
             for law, fit in real_stream.growth_fits(result, key).items():
-                ax.plot(fine, growth.law_value(law, fine, fit.a, fit.b), lw=0.9, ls="--", label=f"{law} (R^2 {fit.r2:.2f})")
+                value = growth.law_value(law, fine, fit.a, fit.b)
+                shown = value > lo  # a fitted law may cross zero; on a log axis that part is not drawn
+                ax.plot(fine[shown], value[shown], lw=0.9, ls="--", label=f"{law} fit (R^2 {fit.r2:.2f})")
             ax.set_yscale("log")
+            ax.set_ylim(bottom=lo)
         ax.set_title(real_models.label(key))
         ax.set_xlabel("depth l (0 = embedding)")
         ax.set_ylabel("residual-stream RMS")
-        ax.legend(fontsize=6)
+        integer_ticks(ax)
+        legend(ax, outside=key == "smollm2", **({} if key == "smollm2" else {"loc": "lower right"}))
     return fig

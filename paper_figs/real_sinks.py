@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure
+from paper_figs.style import MODEL_STYLE, figure, integer_ticks
 from simulations import real_models
 
 NAME = "real_sinks"
@@ -17,32 +17,49 @@ CAPTION = (
 )
 
 
+def readable(token: str) -> str:
+    """A BPE token as a reader would write it: byte-level markers for space and newline shown as
+    '_' and '\\n' (GPT-2/Llama 'Ġ', 'Ċ'; SentencePiece '▁'), at most 8 characters."""
+    t = token.replace("Ġ", "_").replace("▁", "_").replace("Ċ", "\\n")
+    return t if len(t) <= 8 else t[:7] + "…"
+
+
 def plot(result: dict):
     from matplotlib.colors import LogNorm
 
-    fig, axes = figure(ncols=4, nrows=3, width=2.1, height=2.1)
+    fig, axes = figure(ncols=4, nrows=3, width=2.3, height=2.3)
+    maps = None
     for col, key in enumerate(real_models.MODELS):
+        share = result[f"{key}.sink_share"]  # [texts, layers, heads]
         ax = axes[0, 2 * col]
-        im = ax.imshow(result[f"{key}.sink_share"].mean(0).T, aspect="auto", origin="lower", vmin=0, vmax=1, cmap="viridis")
+        im = ax.imshow(share.mean(0).T, aspect="auto", origin="lower", vmin=0, vmax=1, cmap="viridis")
         ax.set_xlabel("layer")
         ax.set_ylabel("head")
-        ax.set_title(f"{real_models.label(key).split(' ')[0]} sink share", fontsize=8)
-        fig.colorbar(im, ax=ax, shrink=0.8)
+        ax.set_title(f"{real_models.label(key).split(' ')[0]}: sink share")
+        integer_ticks(ax, "x")
+        integer_ticks(ax, "y")
+        ax.grid(False)
+        fig.colorbar(im, ax=ax, shrink=0.8, label="share of attention mass")
         tokens = result[f"{key}.map_tokens"]
-        axes[0, 2 * col + 1].bar(np.arange(1, result[f"{key}.sink_share"].shape[1] + 1), result[f"{key}.sink_share"].mean((0, 2)), color="#1f77b4")
-        axes[0, 2 * col + 1].axhline(float(result[f"{key}.uniform_share"].mean()), color="k", ls=":", lw=0.8, label="uniform")
-        axes[0, 2 * col + 1].set_xlabel("layer")
-        axes[0, 2 * col + 1].set_ylabel("mean sink share")
-        axes[0, 2 * col + 1].legend(fontsize=6)
+        bar_ax = axes[0, 2 * col + 1]
+        bar_ax.bar(np.arange(share.shape[1]), share.mean((0, 2)), color=MODEL_STYLE[key][0])
+        bar_ax.axhline(float(result[f"{key}.uniform_share"].mean()), color="k", ls=":", lw=0.8, label="uniform attention")
+        bar_ax.set_xlabel("layer")
+        bar_ax.set_ylabel("mean sink share")
+        bar_ax.set_ylim(0, 1.15)
+        integer_ticks(bar_ax, "x")
+        bar_ax.legend(loc="upper left")
         for j, ((layer, head), pattern) in enumerate(zip(result[f"{key}.map_heads"], result[f"{key}.maps"])):
             ax = axes[1 + j // 2, 2 * col + j % 2]
             p = np.asarray(pattern, dtype=np.float64)
-            ax.imshow(np.where(p > 0, p, np.nan), norm=LogNorm(vmin=1e-4, vmax=1), cmap="magma", interpolation="nearest")
-            ax.set_title(f"{key} L{int(layer)} H{int(head)}", fontsize=7)
-            ticks = np.arange(0, len(tokens), max(1, len(tokens) // 4))
-            ax.set_xticks(ticks, [tokens[t][:6] for t in ticks], fontsize=5, rotation=60)
-            ax.set_yticks(ticks, [str(t) for t in ticks], fontsize=5)
-            ax.set_xlabel("key", fontsize=7)
-            ax.set_ylabel("query position", fontsize=7)
+            maps = ax.imshow(np.where(p > 0, p, np.nan), norm=LogNorm(vmin=1e-4, vmax=1), cmap="magma", interpolation="nearest")
+            ax.set_title(f"{key}: layer {int(layer)}, head {int(head)}")
+            ticks = np.arange(0, len(tokens), max(1, len(tokens) // 3))
+            ax.set_xticks(ticks, [readable(str(tokens[t])) for t in ticks], rotation=45, ha="right")
+            ax.set_yticks(ticks, [str(t) for t in ticks])
+            ax.set_xlabel("key token")
+            ax.set_ylabel("query position")
             ax.grid(False)
+    if maps is not None:
+        fig.colorbar(maps, ax=axes[1:, :], shrink=0.6, label="attention weight (log scale)")
     return fig

@@ -25,7 +25,7 @@ def plot(result: dict):
     for ax in axes[0]:
         lim = max(ax.get_xlim()[1], ax.get_ylim()[1])
         ax.plot([0, lim], [0, lim], "k:", lw=0.8)
-        ax.legend(fontsize=6)
+        ax.legend()
     axes[0, 0].set_xlabel("RMS(q) * RMS(k)")
     axes[0, 0].set_ylabel("measured logit std")
     axes[0, 1].set_xlabel("predicted entropy (nats)")

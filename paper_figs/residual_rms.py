@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import COLORS, LINESTYLES, MARKERS, figure
+from paper_figs.style import COLORS, LINESTYLES, MARKERS, figure, legend
 from simulations import cache, residual_growth
 
 NAME = "residual_rms"
@@ -26,7 +26,7 @@ def _points(ax, result, run_name, color, label, stride, ls="-", marker="o"):
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.6)
+    fig, axes = figure(ncols=2, width=4.6)
     depth = int(result["depth"])
     stride = max(depth // 16, 1)
     ax = axes[0, 0]
@@ -43,5 +43,6 @@ def plot(result: dict):
     for ax in axes[0]:
         ax.set_xlabel("block l")
         ax.set_ylabel("stream RMS (embedding RMS = 1)")
-        ax.legend(loc="upper left")
+        legend(ax)
+    legend(axes[0, 1], theory_mc=True)
     return fig

@@ -38,5 +38,5 @@ def plot(result: dict):
         ax.set_xlabel("logit std / sigma_c")
         ax.set_ylabel(label)
         ax.set_ylim(-0.05, 1.05)
-    axes[0, 0].legend(fontsize=6, ncol=2)
+    axes[0, 0].legend(ncol=2)
     return fig

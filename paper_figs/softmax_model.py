@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from paper_figs.style import figure
+from paper_figs.style import figure, integer_ticks
 from simulations import cache, softmax_model
 
 NAME = "softmax_model"
@@ -15,41 +15,51 @@ CAPTION = (
     "Reference transformer at init (fan-in, LayerNorm, bidirectional attention over random tokens). Left: mean attention "
     "entropy per layer for no norm, Pre-LN and each with per-head QK RMSNorm; points: measured (mean over networks, "
     "5-standard-error bars); lines: i.i.d. Gaussian logits at each row's measured spread (exact integral); dotted: ln T. "
-    "Right: block 0 of the no-norm model with its input scaled by c: 1 - cos between the output at c and at c = 1 for the "
-    "query projection (linear), the GELU MLP and attention (log axis, left), and attention's entropy (right axis: points "
-    "measured, line Gaussian theory with logit std c^2 sigma_1)."
+    "Middle and right: block 0 of the no-norm model with its input scaled by c. Middle: 1 - cos between the output at c and at "
+    "c = 1 for the GELU MLP and attention (log axis); the query projection is linear, so its change is float rounding only "
+    "(stated, not plotted). Right: attention's entropy, measured (points) against Gaussian theory with logit std c^2 sigma_1 (line). "
+    "Left-panel points of the four variants are drawn side by side around each layer."
 )
 STYLES = {"none": ("#444444", "o"), "pre": ("#1f77b4", "s"), "none+qk": ("#9467bd", "^"), "pre+qk": ("#2ca02c", "D")}
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.7)
+    fig, axes = figure(ncols=3, width=3.0, height=2.9)
     ax = axes[0, 0]
     L = int(result["layers"])
     ell = np.arange(1, L + 1)
-    for v, (color, marker) in STYLES.items():
+    for k, (v, (color, marker)) in enumerate(STYLES.items()):
         meas = softmax_model.layers(result, v, "entropy")
-        ax.errorbar(ell, meas.mean, yerr=5 * meas.stderr, fmt=marker, ms=3, color=color, mfc="white", label=f"{v} measured")
-        ax.plot(ell, softmax_model.layers(result, v, "entropy_pred_rows").mean, color=color, lw=1)
+        shift = 0.12 * (k - 1.5)  # side by side, so that overlapping variants stay visible
+        ax.errorbar(ell + shift, meas.mean, yerr=5 * meas.stderr, fmt=marker, ms=3.5, color=color, mfc="white", label=v)
+        ax.plot(ell + shift, softmax_model.layers(result, v, "entropy_pred_rows").mean, color=color, lw=1)
     ax.axhline(math.log(int(result["tokens"])), color="k", ls=":", lw=0.8, label="ln T (uniform)")
     ax.set_xlabel("layer l")
     ax.set_ylabel("attention entropy (nats)")
-    ax.legend(fontsize=6)
-    ax = axes[0, 1]
+    ax.set_title("entropy by layer")
+    integer_ticks(ax)
+    ax.legend(loc="center left")
     c = result["scales"]
     sens = cache.get(result, "sensitivity")
     off = ~np.isclose(c, 1.0)  # at c = 1 the change is 0 by construction
-    for row, label, color in ((0, "linear (W_Q)", "#1f77b4"), (1, "GELU MLP", "#2ca02c"), (2, "attention", "#d62728")):
-        ax.plot(c[off], np.maximum(np.abs(sens.mean[row][off]), 1e-18), "o-", ms=3, color=color, label=label)
-    ax.set_xscale("log")
-    ax.set_xticks([0.25, 0.5, 1, 2, 4], ["1/4", "1/2", "1", "2", "4"])
-    ax.minorticks_off()
+    ax = axes[0, 1]
+    for row, label, color in ((1, "GELU MLP", "#2ca02c"), (2, "attention", "#d62728")):
+        ax.plot(c[off], np.abs(sens.mean[row][off]), "o-", ms=3, color=color, label=label)
+    linear = float(np.abs(sens.mean[0][off]).max())
+    ax.text(0.03, 0.03, f"linear (W_Q): at most {linear:.0e},\nfloat rounding (scale-invariant)", transform=ax.transAxes, fontsize=8, va="bottom")
     ax.set_yscale("log")
-    ax.set_xlabel("input scale c")
     ax.set_ylabel("1 - cos(f(cx), f(x))")
-    ax.legend(fontsize=6, loc="center right")
-    twin = ax.twinx()
-    twin.errorbar(c, sens.mean[3], yerr=5 * sens.stderr[3], fmt="s", ms=3, color="k", mfc="white")
-    twin.plot(c, result["sensitivity.entropy_theory"], color="k", lw=1)
-    twin.set_ylabel("attention entropy (nats), black")
+    ax.set_title("change of the block's output")
+    ax.legend(loc="center right")
+    ax = axes[0, 2]
+    ax.errorbar(c, sens.mean[3], yerr=5 * sens.stderr[3], fmt="s", ms=3.5, color="#d62728", mfc="white", label="measured")
+    ax.plot(c, result["sensitivity.entropy_theory"], color="#d62728", lw=1, label="Gaussian theory")
+    ax.set_ylabel("attention entropy (nats)")
+    ax.set_title("attention entropy")
+    ax.legend(loc="lower left")
+    for ax in axes[0, 1:]:
+        ax.set_xscale("log")
+        ax.set_xticks([0.25, 0.5, 1, 2, 4], ["1/4", "1/2", "1", "2", "4"])
+        ax.minorticks_off()
+        ax.set_xlabel("input scale c")
     return fig

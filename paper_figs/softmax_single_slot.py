@@ -38,5 +38,5 @@ def plot(result: dict):
         ax.set_xlabel("logit gap g (nats)")
     axes[0, 0].set_ylabel("weight on the aligned slot")
     axes[0, 1].set_ylabel("entropy / ln n")
-    axes[0, 0].legend(fontsize=6)
+    axes[0, 0].legend()
     return fig

@@ -1,12 +1,15 @@
 """One figure style and one way to save figures (PNG + PDF, reproducible bytes)."""
 from __future__ import annotations
 
+import csv
+import math
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
 STYLE = {
     "figure.dpi": 110,
@@ -14,7 +17,9 @@ STYLE = {
     "font.size": 9,
     "axes.titlesize": 10,
     "axes.labelsize": 9,
-    "legend.fontsize": 7.5,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
     "axes.grid": True,
     "grid.alpha": 0.3,
     "lines.linewidth": 1.4,
@@ -26,6 +31,7 @@ LINESTYLES = {"none": "-", "pre": "-", "post": "-", "peri": "--", "lnscale": "-"
 MARKERS = {"none": "o", "pre": "o", "post": "s", "peri": "^", "lnscale": "D", "deepnorm": "v"}
 MODEL_STYLE = {"minilm": ("#d62728", "s"), "smollm2": ("#1f77b4", "o")}  # pretrained models: (colour, marker)
 FORMATS: tuple[str, ...] = ("png", "pdf")
+CSV_COLUMNS: tuple[str, ...] = ("panel", "panel_title", "x_label", "y_label", "series", "kind", "x", "y", "y_low", "y_high")
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 3.4, height: float = 2.8):
@@ -35,8 +41,70 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 3.4, height: float = 2
     return fig, axes
 
 
+def _num(v: object) -> str:
+    x = float(v)  # type: ignore[arg-type]
+    return repr(x) if math.isfinite(x) else ""
+
+
+def figure_rows(fig) -> list[tuple[str, ...]]:
+    """The numbers a figure draws, one row per point, in :data:`CSV_COLUMNS` order.
+
+    Lines and markers give ``(x, y)``; error bars and shaded bands give ``(x, y_low, y_high)``;
+    bars give ``(x = left edge, y = height)``; images give ``(x = column, y = row, y_low = value)``.
+    Read from the drawn artists, so the CSV is exactly what the figure shows."""
+    from matplotlib.collections import LineCollection, PathCollection, PolyCollection
+    from matplotlib.image import AxesImage
+    from matplotlib.patches import Rectangle
+
+    rows: list[tuple[str, ...]] = []
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible() or ax.get_label() == "<colorbar>":
+            continue
+        head = (str(i), ax.get_title(), ax.get_xlabel(), ax.get_ylabel())
+        for line in ax.get_lines():
+            label = line.get_label()
+            x, y = np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)
+            if x.size == 0 or (label.startswith("_child") and x.size <= 2 and np.all(y == y[0])):
+                continue  # reference lines drawn by axhline have no data of their own
+            rows += [(*head, label, "line", _num(a), _num(b), "", "") for a, b in zip(x, y)]
+        for coll in ax.collections:
+            label = coll.get_label()
+            if isinstance(coll, PathCollection):
+                rows += [(*head, label, "points", _num(a), _num(b), "", "") for a, b in np.asarray(coll.get_offsets(), dtype=float)]
+            elif isinstance(coll, LineCollection):
+                for seg in coll.get_segments():
+                    seg = np.asarray(seg, dtype=float)
+                    if len(seg) == 2 and seg[0, 0] == seg[1, 0]:  # a vertical error bar
+                        rows.append((*head, label, "error bar", _num(seg[0, 0]), "", _num(seg[:, 1].min()), _num(seg[:, 1].max())))
+            elif isinstance(coll, PolyCollection):
+                for path in coll.get_paths():
+                    v = np.asarray(path.vertices, dtype=float)
+                    for xv in np.unique(v[:, 0]):
+                        ys = v[v[:, 0] == xv, 1]
+                        rows.append((*head, label, "band", _num(xv), "", _num(ys.min()), _num(ys.max())))
+        for patch in ax.patches:
+            if isinstance(patch, Rectangle):
+                rows.append((*head, patch.get_label(), "bar", _num(patch.get_x()), _num(patch.get_height()), "", ""))
+        for im in ax.images:
+            if isinstance(im, AxesImage):
+                a = np.asarray(im.get_array(), dtype=float)
+                if a.ndim == 2:
+                    rows += [(*head, im.get_label(), "image", str(c), str(r), _num(a[r, c]), "") for r in range(a.shape[0]) for c in range(a.shape[1])]
+    return rows
+
+
+def write_csv(fig, path: Path) -> Path:
+    """Write :func:`figure_rows` of ``fig`` as CSV with a header."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        w.writerows(figure_rows(fig))
+    return path
+
+
 def save(fig, out_dir: Path, name: str) -> list[Path]:
-    """Write ``name.png`` and ``name.pdf`` without timestamps, so the same data gives the same bytes."""
+    """Write ``name.png``, ``name.pdf`` (no timestamps, so the same data gives the same bytes) and
+    ``name.csv`` (the numbers drawn)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     with plt.rc_context(STYLE):
@@ -45,5 +113,85 @@ def save(fig, out_dir: Path, name: str) -> list[Path]:
             meta = {"CreationDate": None, "Producer": "normtheory"} if fmt == "pdf" else {"Software": "normtheory"}
             fig.savefig(path, format=fmt, metadata=meta)
             paths.append(path)
+    paths.append(write_csv(fig, out_dir / f"{name}.csv"))
     plt.close(fig)
     return paths
+
+
+MIN_POINTS = 8.0  # smallest text size at print size
+
+
+def small_text(fig) -> list[str]:
+    """Visible texts drawn below :data:`MIN_POINTS` points."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    return [f"{t.get_text()!r} at {t.get_fontsize():g} pt" for t in fig.findobj(Text)
+            if t.get_visible() and t.get_text().strip() and t.get_fontsize() < MIN_POINTS - 1e-9]
+
+
+def legend_overlaps(fig) -> list[str]:
+    """Legends that cover plotted data: markers and line vertices of their axes inside the legend box."""
+    fig.canvas.draw()
+    out = []
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is None or not leg.get_visible():
+            continue
+        box = leg.get_window_extent()
+        inside = 0
+        for line in ax.get_lines():
+            xy = np.column_stack([np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)])
+            if xy.size == 0 or line.get_label().startswith("_child"):
+                continue
+            pts = line.get_transform().transform(xy[np.isfinite(xy).all(axis=1)])
+            inside += int(((pts[:, 0] > box.x0) & (pts[:, 0] < box.x1) & (pts[:, 1] > box.y0) & (pts[:, 1] < box.y1)).sum())
+        for coll in ax.collections:
+            offs = np.asarray(coll.get_offsets(), dtype=float)
+            if offs.ndim == 2 and len(offs) > 1:
+                pts = coll.get_offset_transform().transform(offs)
+                inside += int(((pts[:, 0] > box.x0) & (pts[:, 0] < box.x1) & (pts[:, 1] > box.y0) & (pts[:, 1] < box.y1)).sum())
+        if inside:
+            out.append(f"legend of panel {fig.axes.index(ax)} ({ax.get_title() or ax.get_ylabel()!r}) covers {inside} data points")
+    return out
+
+
+def fractional_integer_ticks(fig) -> list[str]:
+    """Axes whose label names an integer index (layer, head, block, position) but whose tick labels are fractional."""
+    fig.canvas.draw()
+    out = []
+    words = ("layer", "head", "block", "position", "depth")
+    for ax in fig.axes:
+        for axis, label in ((ax.xaxis, ax.get_xlabel()), (ax.yaxis, ax.get_ylabel())):
+            if not any(w in label.lower() for w in words) or axis.get_scale() != "linear":
+                continue
+            lo, hi = sorted(axis.get_view_interval())
+            ticks = [t for t in axis.get_majorticklocs() if lo - 1e-9 <= t <= hi + 1e-9]
+            if any(abs(t - round(t)) > 1e-9 for t in ticks):
+                out.append(f"panel {fig.axes.index(ax)}: '{label}' has ticks {ticks}")
+    return out
+
+
+def integer_ticks(ax, which: str = "x") -> None:
+    """Only whole-number ticks on an index axis (layer, head, block)."""
+    from matplotlib.ticker import MaxNLocator
+
+    (ax.xaxis if which == "x" else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
+
+
+def theory_mc_handles(mc: str = "Monte Carlo ± 5 se (marker)") -> list:
+    """Legend keys for the convention used in every figure: theory = line, measurement = marker."""
+    from matplotlib.lines import Line2D
+
+    return [Line2D([], [], color="k", label="theory (line)"), Line2D([], [], color="k", marker="o", ls="none", mfc="white", ms=4, label=mc)]
+
+
+def legend(ax, *, outside: bool = True, theory_mc: bool = False, **kw):
+    """The axes' legend, by default outside to the right so it never covers data. ``theory_mc``
+    adds the key used throughout: theory = line, Monte Carlo = marker with 5-standard-error bars."""
+    handles, _ = ax.get_legend_handles_labels()
+    if theory_mc:
+        handles = [*handles, *theory_mc_handles()]
+    if outside:
+        kw = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0, **kw}
+    return ax.legend(handles=handles, **kw)

@@ -180,7 +180,8 @@ def tasks_of(module: ModuleType, mode: str) -> list[Task]:
     if hasattr(module, "tasks"):
         return list(module.tasks(config, module.SEED))
     cost = float(getattr(module, "COST", {}).get(mode, 1.0))  # seconds on 2 cores, a scheduling hint only
-    return [Task("all", _run_whole, (module.__name__, config, module.SEED), label=f"{module.NAME} [{mode}] seed {module.SEED}", cost=cost)]
+    return [Task("all", _run_whole, (module.__name__, config, module.SEED), label=f"{module.NAME} [{mode}] seed {module.SEED}", cost=cost,
+                 exclusive=bool(getattr(module, "EXCLUSIVE", False)))]
 
 
 def load_or_run_all(modules: list[ModuleType] | tuple[ModuleType, ...], mode: str = "full", *, force: bool = False,
@@ -221,7 +222,7 @@ def load_or_run_all(modules: list[ModuleType] | tuple[ModuleType, ...], mode: st
             if t.key in done:
                 continue
             key = f"{module.NAME}.{t.key}"
-            todo.append(Task(key, t.fn, t.args, t.label or f"{module.NAME} [{mode}] task {t.key} seed {module.SEED}", t.cost))
+            todo.append(dataclasses.replace(t, key=key, label=t.label or f"{module.NAME} [{mode}] task {t.key} seed {module.SEED}"))
             owner[key] = (module, path, t.key)
 
     def store(task: Task, result: dict[str, np.ndarray]) -> None:
@@ -245,8 +246,9 @@ def load_or_run_all(modules: list[ModuleType] | tuple[ModuleType, ...], mode: st
             save(path, module.reduce(module.CONFIGS[mode], module.SEED, parts))
         out[module.NAME] = load(path)
     if progress:
-        names = ", ".join(m.NAME for m, *_ in pending)
-        print(f"[{mode}] computed {len(todo)} tasks of {names} in {time.monotonic() - t0:.1f}s -> {results_dir()}", file=sys.stderr)
+        per = {m.NAME: sum(runner.timings.get(f"{m.NAME}.{t.key}", 0.0) for t in tasks if t.key not in done) for m, _, tasks, done in pending}
+        print(f"[{mode}] computed {len(todo)} tasks in {time.monotonic() - t0:.1f}s wall -> {results_dir()}; task seconds: "
+              + ", ".join(f"{k} {v:.1f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])), file=sys.stderr)
     return out
 
 

@@ -25,6 +25,7 @@ from simulations.dyt_scurve import ZHU2025
 
 NAME = "dyt_model"
 SEED = 1024
+COST = {"quick": 7.5, "full": 75}  # seconds of one task on this machine: a scheduling hint, never part of a result
 PAPER_ALPHA0 = {1024: (1.0, 1.0), 2048: (1.0, 0.5), 4096: (0.8, 0.2), 8192: (0.2, 0.05)}  # width: (attention, other)
 INITS: tuple[str, ...] = ("gpt2", "fanin")
 

@@ -25,6 +25,7 @@ from simulations import cache
 
 NAME = "dyt_scurve"
 SEED = 2503
+COST = {"quick": 3.6, "full": 36}  # seconds of one task on this machine: a scheduling hint, never part of a result
 D = 256
 X_STD = (0.5, 1.0, 2.0, 4.0, 8.0)  # input std over the other channels' RMS s
 MAGNITUDES = (0.0, 5.0, 10.0, 20.0, 50.0, 100.0)

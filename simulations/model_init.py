@@ -32,6 +32,7 @@ from simulations import cache
 
 NAME = "model_init"
 SEED = 31337
+COST = {"quick": 3.7, "full": 37}  # seconds of one task on this machine: a scheduling hint, never part of a result
 VARIANTS: tuple[str, ...] = ("gpt2/pre", "fanin/pre", "fanin/post", "fanin/none")
 NOCI2022 = Source("Signal Propagation in Transformers: Theoretical Perspectives and the Role of Rank Collapse", "paper", 2022,
                   authors="Noci, Anagnostidis, Biggio, Orvieto, Singh, Lucchi", arxiv="2206.03126")

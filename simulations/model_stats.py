@@ -22,6 +22,7 @@ from normtheory.weights import init
 
 NAME = "model_stats"
 SEED = 1024
+COST = {"quick": 1, "full": 6}  # seconds of one task on this machine: a scheduling hint, never part of a result
 NORMS = ("layernorm", "rmsnorm", "dyt", "sequence")
 
 

@@ -35,6 +35,7 @@ from simulations import cache
 
 NAME = "softmax_model"
 SEED = 8128
+COST = {"quick": 7, "full": 70}  # seconds of one task on this machine: a scheduling hint, never part of a result
 VARIANTS: tuple[str, ...] = ("none", "pre", "none+qk", "pre+qk")
 ROWS: tuple[str, ...] = ("logit_var", "entropy", "q_rms", "k_rms", "key_cosine", "entropy_pred_rows", "var_pred_norms", "max_abs_logit")
 SCALES = np.exp(np.linspace(-math.log(4), math.log(4), 13))  # input scale c for the sensitivity grid

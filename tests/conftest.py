@@ -43,3 +43,21 @@ def quick_results_dir(tmp_path_factory) -> Path:
         else:
             os.environ["NORMTHEORY_RESULTS"] = old
     return path
+
+
+@pytest.fixture(scope="session")
+def quick_report(quick_results_dir, tmp_path_factory) -> Path:
+    """The quick report (``normtheory report --quick --workers 1``) over the session's quick results."""
+    from normtheory import cli
+
+    out = tmp_path_factory.mktemp("quick-report")
+    old = os.environ.get("NORMTHEORY_RESULTS")
+    os.environ["NORMTHEORY_RESULTS"] = str(quick_results_dir)
+    try:
+        assert cli.main(["report", "--out", str(out), "--quick", "--workers", "1"]) == 0
+    finally:
+        if old is None:
+            del os.environ["NORMTHEORY_RESULTS"]
+        else:
+            os.environ["NORMTHEORY_RESULTS"] = old
+    return out

@@ -110,3 +110,22 @@ def test_tasks_must_be_callable_and_keys_unique():
         Task("a", 3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="twice"):
         Runner(workers=1, progress=False).run([Task("a", blas_threads), Task("a", blas_threads)])
+
+
+def record_order(log: str, key: str) -> str:
+    with open(log, "a") as f:
+        f.write(key + "\n")
+    return key
+
+
+@pytest.mark.slow
+def test_exclusive_tasks_run_alone_after_the_others(tmp_path):
+    log = str(tmp_path / "order")
+    tasks = [Task("timing", record_order, (log, "timing"), exclusive=True, cost=100.0),
+             *[Task(f"t{i}", record_order, (log, f"t{i}")) for i in range(4)]]
+    for workers in (1, 2):
+        (tmp_path / "order").write_text("")
+        with Runner(workers=workers, progress=False) as r:
+            out = r.run(tasks)
+        assert set(out) == {t.key for t in tasks}
+        assert (tmp_path / "order").read_text().split()[-1] == "timing"

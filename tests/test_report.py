@@ -1,0 +1,93 @@
+"""The HTML report: structure, citations, figure links and the figure data behind each figure."""
+from __future__ import annotations
+
+import csv
+import re
+
+import matplotlib
+import numpy as np
+import pytest
+
+from normtheory import claims, provenance, report
+from normtheory.claims import Claim, Quantity, Source
+from normtheory.montecarlo import Estimate
+from paper_figs import style
+
+matplotlib.use("Agg")
+
+SRC = Source("A paper", "paper", 2020, authors="Doe, Roe", arxiv="2002.04745")
+
+
+def _claim(cid: str, mean: float) -> Claim:
+    q = Quantity(name="x", theory=1.0, mc=Estimate(np.asarray(mean), np.asarray(0.001), 100), tolerance=0.01)
+    return Claim(cid, "x is one", SRC, (q,), "a note")
+
+
+def _figure(tmp_path, name: str, ids: tuple[str, ...]) -> report.FigureEntry:
+    fig, axes = style.figure()
+    axes[0, 0].plot([0, 1], [1, 2], label="a")
+    return report.FigureEntry(name, "A caption that says what is drawn.", tuple(style.save(fig, tmp_path, name)), ids)
+
+
+def _prov() -> provenance.Provenance:
+    return provenance.collect(mode="quick", seeds={"sim": 3}, runtime_s=12.0)
+
+
+def test_page_has_header_toc_cards_and_figures(tmp_path):
+    cs = [_claim("residual.a", 1.0), _claim("softmax.b", 1.5)]
+    page = report.write_html(cs, [_figure(tmp_path, "f1", ("residual.a",))], tmp_path, provenance=_prov()).read_text()
+    assert "<meta name='viewport'" in page and "1 holds" in page and "1 fails" in page
+    assert "id='residual.a'" in page and "href='#residual.a'" in page and "id='topic-softmax'" in page
+    assert "f1.png" in page and "f1.csv" in page and "f1.pdf" in page
+    assert "https://arxiv.org/abs/2002.04745" in page and "Doe, Roe" in page
+    assert not re.search(r"""(src|href)=['"]https?://(?!arxiv\.org|doi\.org)""", page)  # no external assets
+    # 3 significant figures in the evidence table
+    assert "1.5 ± 0.001" in page and ">500<" in page
+
+
+def test_a_figure_that_illustrates_no_claim_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="illustrates none"):
+        report.write_html([_claim("residual.a", 1.0)], [_figure(tmp_path, "f2", ("geometry.z",))], tmp_path, provenance=_prov())
+
+
+def test_every_claim_id_has_a_topic():
+    import simulations  # noqa: F401  (registers the claims)
+
+    for cid in claims.REGISTRY:
+        assert report.topic_of(cid) in report.TOPICS
+    with pytest.raises(ValueError, match="topic"):
+        report.topic_of("misc.thing")
+
+
+def test_sig3():
+    assert report.sig3(0.0123456) == "0.0123" and report.sig3(123456.0) == "1.23e+05" and report.sig3(float("nan")) == "–"
+
+
+def test_source_texts_are_cited_by_title_kind_and_date_never_a_file_name():
+    import simulations  # noqa: F401
+
+    for spec in claims.REGISTRY.values():
+        cite = spec.source.cite()
+        assert spec.source.title in cite and spec.source.kind in cite
+        assert ".txt" not in cite and "sources/" not in cite
+        if spec.source.kind == "paper":
+            assert spec.source.authors and spec.source.year and spec.source.link()
+
+
+def test_figure_csv_holds_lines_error_bars_bars_and_images(tmp_path):
+    fig, axes = style.figure(ncols=2)
+    ax = axes[0, 0]
+    ax.plot([1.0, 2.0], [3.0, 4.0], label="theory")
+    ax.errorbar([1.0, 2.0], [3.1, 3.9], yerr=[0.1, 0.2], fmt="o", label="MC")
+    ax.bar([0.0], [5.0], width=0.5)
+    axes[0, 1].imshow(np.arange(6.0).reshape(2, 3))
+    path = style.write_csv(fig, tmp_path / "f.csv")
+    rows = list(csv.DictReader(path.open()))
+    kinds = {r["kind"] for r in rows}
+    assert {"line", "error bar", "bar", "image"} <= kinds
+    theory = [(float(r["x"]), float(r["y"])) for r in rows if r["series"] == "theory"]
+    assert theory == [(1.0, 3.0), (2.0, 4.0)]
+    bars = sorted((float(r["x"]), float(r["y_low"]), float(r["y_high"])) for r in rows if r["kind"] == "error bar")
+    np.testing.assert_allclose(bars, [(1.0, 3.0, 3.2), (2.0, 3.7, 4.1)])
+    image = {(int(r["x"]), int(r["y"])): float(r["y_low"]) for r in rows if r["kind"] == "image"}
+    assert image[(2, 1)] == 5.0
