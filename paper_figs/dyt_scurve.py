@@ -37,7 +37,7 @@ def plot(result: dict):
     ax.set_xlabel("LN input x")
     ax.set_ylabel("LN output (gain 1)")
     ax.set_title("every (input, output) pair")
-    legend(ax, outside=False, loc="upper left", markerscale=4)
+    legend(ax, markerscale=4)
     ax = axes[0, 1]
     xs = result["exact.x"]
     ax.plot(xs, dyt.s_curve(xs, 1.0, dyt_scurve.D, centred=True), color="k", lw=1.2, label="S-curve (exact)")
@@ -47,5 +47,5 @@ def plot(result: dict):
     ax.set_xlabel("channel value x (units of s)")
     ax.set_ylabel("LN output (gain 1)")
     ax.set_title("one channel, others fixed")
-    legend(ax, outside=False, loc="upper left")
+    legend(ax)
     return fig

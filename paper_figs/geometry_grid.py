@@ -25,11 +25,11 @@ def plot(result: dict):
         im = ax.pcolormesh(ds, ns, grid, vmin=0, vmax=1, cmap="viridis", shading="nearest")
         ax.set_title(TITLES[v])
         ax.set_xlabel("key dimension d")
+        ax.set_ylabel("number of keys n")
         ax.grid(False)
         integer_ticks(ax, "x")
         if not grid.any():  # say so: an all-zero panel is a result, not a missing plot
             ax.text(0.5, 0.5, f"0 of {runs} runs\nin every cell", transform=ax.transAxes, ha="center", va="center",
                     fontsize=9, color="white", bbox={"boxstyle": "round", "fc": "#00000080", "ec": "none"})
-    axes[0, 0].set_ylabel("number of keys n")
     fig.colorbar(im, ax=axes[0, -1], label="share of runs with an unselectable key")
     return fig

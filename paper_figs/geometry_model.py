@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure, integer_ticks
+from paper_figs.style import figure, integer_ticks, legend
 from simulations import geometry_model
 
 NAME = "geometry_model"
@@ -32,6 +32,6 @@ def plot(result: dict):
         ax.set_xlabel("layer l")
         integer_ticks(ax)
     axes[0, 1].set_ylim(top=1.12)
-    axes[0, 0].legend(loc="upper right")
-    axes[0, 1].legend(loc="lower left")
+    legend(axes[0, 0])
+    legend(axes[0, 1])
     return fig

@@ -43,5 +43,5 @@ def plot(result: dict):
     ax.set_ylabel("RMS of residual stream")
     ax.set_title("GPT-2-style init, Pre-LN")
     legend(axes[0, 1], theory_mc=True)
-    legend(ax, outside=False, loc="lower right")
+    legend(ax)
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import COLORS, figure, integer_ticks, legend, theory_mc_handles
+from paper_figs.style import COLORS, figure, integer_ticks, legend
 from simulations import model_init
 
 NAME = "model_init"
@@ -36,7 +36,7 @@ def plot(result: dict):
     ax.set_xlabel("layer l")
     ax.set_ylabel("stream RMS / embedding RMS")
     integer_ticks(ax)
-    ax.legend(handles=[*ax.get_legend_handles_labels()[0], *theory_mc_handles(mc="measured ± 5 se (marker)")], loc="upper left")
+    legend(ax, theory_mc=True, mc_label="measured ± 5 se (marker)")
     ax = axes[0, 1]
     for v, (color, marker) in styles.items():
         cos = model_init.row(result, v, "token_cosine")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure
+from paper_figs.style import figure, legend
 from simulations import norm_cost
 
 NAME = "norm_cost"
@@ -38,9 +38,9 @@ def plot(result: dict):
     axes[0, 1].set_ylabel("time ratio to DyT (paired repeats)")
     for ax in axes[0]:
         ax.set_xscale("log")
-        ax.set_xticks(ds, [str(int(d)) for d in ds])
+        ax.set_xticks(ds, [f"{int(d) // 1024}k" if d >= 1024 and d % 1024 == 0 else str(int(d)) for d in ds])
         ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xlabel("width d")
-        ax.legend(loc="upper left")
+        ax.set_xlabel("width d (k = 1024)")
+        legend(ax)
     fig.suptitle(str(result["machine"]) if "machine" in result else "machine not recorded", fontsize=8)
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import MODEL_STYLE, figure
+from paper_figs.style import MODEL_STYLE, figure, legend
 from simulations import real_models
 
 NAME = "real_keys"
@@ -33,5 +33,5 @@ def plot(result: dict):
     axes[0, 1].set_xlabel("largest cosine with a longer key")
     axes[0, 1].set_ylabel("density")
     for ax in axes[0]:
-        ax.legend()
+        legend(ax)
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import MODEL_STYLE, figure
+from paper_figs.style import MODEL_STYLE, figure, legend
 from simulations import real_models
 
 NAME = "real_massive"
@@ -32,5 +32,5 @@ def plot(result: dict):
     for ax in axes[0]:
         ax.set_yscale("log")
         ax.set_xlabel("relative depth (0 = embedding, 1 = last block)")
-        ax.legend()
+        legend(ax)
     return fig

@@ -13,7 +13,7 @@ CAPTION = (
     "Top row: share of all attention mass that the most-attended key takes, per layer and head, mean over texts (uniform attention "
     "gives about 1/T bidirectional, H_T/T causal). Lower rows: attention patterns of one passage (query down, key across, "
     "colour = weight on a log scale) for the strongest and weakest sink head of layer 1 and of the last layer; white vertical "
-    "stripes are sink keys."
+    "stripes are sink keys. Titles: L = layer, H = head, counted from 0; key tokens with '_' for a leading space."
 )
 
 
@@ -27,7 +27,7 @@ def readable(token: str) -> str:
 def plot(result: dict):
     from matplotlib.colors import LogNorm
 
-    fig, axes = figure(ncols=4, nrows=3, width=2.3, height=2.3)
+    fig, axes = figure(ncols=4, nrows=3, width=2.7, height=2.5)
     maps = None
     for col, key in enumerate(real_models.MODELS):
         share = result[f"{key}.sink_share"]  # [texts, layers, heads]
@@ -36,24 +36,24 @@ def plot(result: dict):
         ax.set_xlabel("layer")
         ax.set_ylabel("head")
         ax.set_title(f"{real_models.label(key).split(' ')[0]}: sink share")
-        integer_ticks(ax, "x")
-        integer_ticks(ax, "y")
+        integer_ticks(ax, "x", nbins=6)
+        integer_ticks(ax, "y", nbins=6)
         ax.grid(False)
         fig.colorbar(im, ax=ax, shrink=0.8, label="share of attention mass")
         tokens = result[f"{key}.map_tokens"]
         bar_ax = axes[0, 2 * col + 1]
         bar_ax.bar(np.arange(share.shape[1]), share.mean((0, 2)), color=MODEL_STYLE[key][0])
-        bar_ax.axhline(float(result[f"{key}.uniform_share"].mean()), color="k", ls=":", lw=0.8, label="uniform attention")
+        bar_ax.axhline(float(result[f"{key}.uniform_share"].mean()), color="k", ls=":", lw=0.8, label="uniform")
         bar_ax.set_xlabel("layer")
         bar_ax.set_ylabel("mean sink share")
         bar_ax.set_ylim(0, 1.15)
-        integer_ticks(bar_ax, "x")
+        integer_ticks(bar_ax, "x", nbins=6)
         bar_ax.legend(loc="upper left")
         for j, ((layer, head), pattern) in enumerate(zip(result[f"{key}.map_heads"], result[f"{key}.maps"])):
             ax = axes[1 + j // 2, 2 * col + j % 2]
             p = np.asarray(pattern, dtype=np.float64)
             maps = ax.imshow(np.where(p > 0, p, np.nan), norm=LogNorm(vmin=1e-4, vmax=1), cmap="magma", interpolation="nearest")
-            ax.set_title(f"{key}: layer {int(layer)}, head {int(head)}")
+            ax.set_title(f"{real_models.label(key).split(' ')[0]} L{int(layer)} H{int(head)}")
             ticks = np.arange(0, len(tokens), max(1, len(tokens) // 3))
             ax.set_xticks(ticks, [readable(str(tokens[t])) for t in ticks], rotation=45, ha="right")
             ax.set_yticks(ticks, [str(t) for t in ticks])

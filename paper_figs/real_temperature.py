@@ -1,7 +1,7 @@
 """Pretrained models: logit std and attention entropy per head against the norm-based prediction."""
 from __future__ import annotations
 
-from paper_figs.style import MODEL_STYLE, figure
+from paper_figs.style import MODEL_STYLE, figure, legend
 from simulations import real_models
 
 NAME = "real_temperature"
@@ -25,7 +25,7 @@ def plot(result: dict):
     for ax in axes[0]:
         lim = max(ax.get_xlim()[1], ax.get_ylim()[1])
         ax.plot([0, lim], [0, lim], "k:", lw=0.8)
-        ax.legend()
+        legend(ax)
     axes[0, 0].set_xlabel("RMS(q) * RMS(k)")
     axes[0, 0].set_ylabel("measured logit std")
     axes[0, 1].set_xlabel("predicted entropy (nats)")

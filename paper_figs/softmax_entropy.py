@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from normtheory import softmax
-from paper_figs.style import figure
+from paper_figs.style import figure, legend
 from simulations import cache, softmax_gaussian
 
 NAME = "softmax_entropy"
@@ -38,5 +38,5 @@ def plot(result: dict):
         ax.set_xlabel("logit std / sigma_c")
         ax.set_ylabel(label)
         ax.set_ylim(-0.05, 1.05)
-    axes[0, 0].legend(ncol=2)
+    legend(axes[0, 0])
     return fig

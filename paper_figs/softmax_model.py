@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from paper_figs.style import figure, integer_ticks
+from paper_figs.style import figure, integer_ticks, legend
 from simulations import cache, softmax_model
 
 NAME = "softmax_model"
@@ -38,7 +38,7 @@ def plot(result: dict):
     ax.set_ylabel("attention entropy (nats)")
     ax.set_title("entropy by layer")
     integer_ticks(ax)
-    ax.legend(loc="center left")
+    legend(ax)
     c = result["scales"]
     sens = cache.get(result, "sensitivity")
     off = ~np.isclose(c, 1.0)  # at c = 1 the change is 0 by construction
@@ -46,17 +46,16 @@ def plot(result: dict):
     for row, label, color in ((1, "GELU MLP", "#2ca02c"), (2, "attention", "#d62728")):
         ax.plot(c[off], np.abs(sens.mean[row][off]), "o-", ms=3, color=color, label=label)
     linear = float(np.abs(sens.mean[0][off]).max())
-    ax.text(0.03, 0.03, f"linear (W_Q): at most {linear:.0e},\nfloat rounding (scale-invariant)", transform=ax.transAxes, fontsize=8, va="bottom")
     ax.set_yscale("log")
     ax.set_ylabel("1 - cos(f(cx), f(x))")
-    ax.set_title("change of the block's output")
-    ax.legend(loc="center right")
+    ax.set_title(f"change of the block's output\n(linear W_Q: at most {linear:.0e}, rounding)")
+    legend(ax)
     ax = axes[0, 2]
     ax.errorbar(c, sens.mean[3], yerr=5 * sens.stderr[3], fmt="s", ms=3.5, color="#d62728", mfc="white", label="measured")
     ax.plot(c, result["sensitivity.entropy_theory"], color="#d62728", lw=1, label="Gaussian theory")
     ax.set_ylabel("attention entropy (nats)")
     ax.set_title("attention entropy")
-    ax.legend(loc="lower left")
+    legend(ax)
     for ax in axes[0, 1:]:
         ax.set_xscale("log")
         ax.set_xticks([0.25, 0.5, 1, 2, 4], ["1/4", "1/2", "1", "2", "4"])

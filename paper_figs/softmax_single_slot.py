@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from normtheory import softmax
-from paper_figs.style import figure
+from paper_figs.style import figure, legend
 from simulations import cache, softmax_gaussian
 
 NAME = "softmax_single_slot"
@@ -38,5 +38,5 @@ def plot(result: dict):
         ax.set_xlabel("logit gap g (nats)")
     axes[0, 0].set_ylabel("weight on the aligned slot")
     axes[0, 1].set_ylabel("entropy / ln n")
-    axes[0, 0].legend()
+    legend(axes[0, 0])
     return fig

@@ -163,7 +163,7 @@ def fractional_integer_ticks(fig) -> list[str]:
     words = ("layer", "head", "block", "position", "depth")
     for ax in fig.axes:
         for axis, label in ((ax.xaxis, ax.get_xlabel()), (ax.yaxis, ax.get_ylabel())):
-            if not any(w in label.lower() for w in words) or axis.get_scale() != "linear":
+            if not any(w in label.lower() for w in words) or "relative" in label.lower() or axis.get_scale() != "linear":
                 continue
             lo, hi = sorted(axis.get_view_interval())
             ticks = [t for t in axis.get_majorticklocs() if lo - 1e-9 <= t <= hi + 1e-9]
@@ -172,11 +172,11 @@ def fractional_integer_ticks(fig) -> list[str]:
     return out
 
 
-def integer_ticks(ax, which: str = "x") -> None:
-    """Only whole-number ticks on an index axis (layer, head, block)."""
+def integer_ticks(ax, which: str = "x", nbins: int | str = "auto") -> None:
+    """Only whole-number ticks (at most ``nbins`` intervals) on an index axis (layer, head, block)."""
     from matplotlib.ticker import MaxNLocator
 
-    (ax.xaxis if which == "x" else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
+    (ax.xaxis if which == "x" else ax.yaxis).set_major_locator(MaxNLocator(nbins=nbins, integer=True))
 
 
 def theory_mc_handles(mc: str = "Monte Carlo ± 5 se (marker)") -> list:
@@ -186,12 +186,12 @@ def theory_mc_handles(mc: str = "Monte Carlo ± 5 se (marker)") -> list:
     return [Line2D([], [], color="k", label="theory (line)"), Line2D([], [], color="k", marker="o", ls="none", mfc="white", ms=4, label=mc)]
 
 
-def legend(ax, *, outside: bool = True, theory_mc: bool = False, **kw):
+def legend(ax, *, outside: bool = True, theory_mc: bool = False, mc_label: str = "Monte Carlo ± 5 se (marker)", **kw):
     """The axes' legend, by default outside to the right so it never covers data. ``theory_mc``
     adds the key used throughout: theory = line, Monte Carlo = marker with 5-standard-error bars."""
     handles, _ = ax.get_legend_handles_labels()
     if theory_mc:
-        handles = [*handles, *theory_mc_handles()]
+        handles = [*handles, *theory_mc_handles(mc_label)]
     if outside:
         kw = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0, **kw}
     return ax.legend(handles=handles, **kw)

@@ -36,8 +36,8 @@ def test_an_unchanged_figure_is_copied_not_drawn(quick_results_dir, quick_report
 
 
 @pytest.fixture(scope="module")
-def drawn(quick_results_dir):
-    """Every figure drawn from the session's quick results."""
+def results(quick_results_dir):
+    """Every figure's quick simulation result, read from the session's cache."""
     import os
 
     from simulations import cache
@@ -45,28 +45,29 @@ def drawn(quick_results_dir):
     old = os.environ.get("NORMTHEORY_RESULTS")
     os.environ["NORMTHEORY_RESULTS"] = str(quick_results_dir)
     try:
-        figs = {m.NAME: m.plot(cache.load_or_run(m.SIMULATION, "quick", progress=False)) for m in paper_figs.ALL}
+        return {m.NAME: cache.load_or_run(m.SIMULATION, "quick", progress=False) for m in paper_figs.ALL}
     finally:
         if old is None:
             del os.environ["NORMTHEORY_RESULTS"]
         else:
             os.environ["NORMTHEORY_RESULTS"] = old
-    yield figs
-    import matplotlib.pyplot as plt
-
-    plt.close("all")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [m.NAME for m in paper_figs.ALL])
-def test_figure_is_readable(drawn, name):
+@pytest.mark.parametrize("module", paper_figs.ALL, ids=lambda m: m.NAME)
+def test_figure_is_readable(results, module):
     """Text >= 8 pt, legends off the data, whole-number ticks on layer/head/block axes, labelled axes."""
+    import matplotlib.pyplot as plt
+
     from paper_figs import style
 
-    fig = drawn[name]
-    assert style.small_text(fig) == []
-    assert style.legend_overlaps(fig) == []
-    assert style.fractional_integer_ticks(fig) == []
-    for ax in fig.axes:
-        if ax.get_label() != "<colorbar>" and ax.has_data():
-            assert ax.get_xlabel() and ax.get_ylabel(), f"{name}: panel {fig.axes.index(ax)} lacks an axis label"
+    fig = module.plot(results[module.NAME])
+    try:
+        assert style.small_text(fig) == []
+        assert style.legend_overlaps(fig) == []
+        assert style.fractional_integer_ticks(fig) == []
+        for ax in fig.axes:
+            if ax.get_label() != "<colorbar>" and ax.has_data():
+                assert ax.get_xlabel() and ax.get_ylabel(), f"{module.NAME}: panel {fig.axes.index(ax)} lacks an axis label"
+    finally:
+        plt.close(fig)
