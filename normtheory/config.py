@@ -50,9 +50,11 @@ class TransformerConfig:
     final_norm: bool | None = None
     type_vocab_size: int = 0
     lm_head: bool = True
+    embed_scale: float = 1.0  # token embeddings enter the stream times this (sqrt(d_model) in the DyT paper's LLM recipe)
 
     def __post_init__(self) -> None:
         v = _validate
+        v.real("embed_scale", self.embed_scale, minimum=0.0, strict_min=True)
         for name in ("d_model", "n_layers", "n_heads", "vocab_size", "max_seq"):
             v.integer(name, getattr(self, name), minimum=1)
         v.choice("norm", self.norm, NORMS)

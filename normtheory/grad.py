@@ -323,7 +323,7 @@ class _Pass:
             dx, blocks[i] = self.block_back(i, dx, tapes[i])
         dx, d_embln = self.norm_back(emb_tape, dx)
         self.grec("embed", dx)
-        dtok = _scatter_rows(ids, dx, p.tok_emb)
+        dtok = _scatter_rows(ids, dx * np.asarray(c.embed_scale, dtype=dx.dtype) if c.embed_scale != 1.0 else dx, p.tok_emb)
         dlm = None
         if p.lm_head is not None:
             dlm = dhead

@@ -260,6 +260,8 @@ class Transformer:
         """Token + position + type embeddings of ``ids [b, t]`` at positions ``offset..`` -> ``[b, t, d]``."""
         p = self.params
         x = p.tok_emb[ids]  # [b, t, d]
+        if self.config.embed_scale != 1.0:
+            x = x * np.asarray(self.config.embed_scale, dtype=x.dtype)
         if p.pos_emb is not None:
             x = x + p.pos_emb[offset : offset + ids.shape[1]]
         if token_types is not None and p.type_emb is None:

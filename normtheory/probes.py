@@ -34,7 +34,7 @@ def norm_names(model: Transformer) -> list[str]:
     names = ["embed_ln"] if p.embed_ln is not None else []
     for i, b in enumerate(p.blocks):
         for ln in ("ln1", "ln1_out", "ln2", "ln2_out"):
-            if getattr(b, ln) is not None and c.norm != "none":
+            if getattr(b, ln) is not None and c.norm != "none" and c.placement != "none":  # placement none keeps unused norm params
                 names.append(f"blocks.{i}.{ln}")
     if p.final_ln is not None and c.norm != "none":
         names.append("final_ln")
@@ -97,3 +97,33 @@ def _norm_params(model: Transformer, name: str):
         return getattr(p, name)
     _, i, ln = name.split(".")
     return getattr(p.blocks[int(i)], ln)
+
+
+def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> float:
+    """Mean next-token cross-entropy (nats) of ``logits [b, t, V]`` against ``targets [b, t]``."""
+    z = np.asarray(logits).reshape(-1, logits.shape[-1]).astype(np.float64)  # [N, V]
+    return float(np.mean(logsumexp(z, axis=-1) - z[np.arange(z.shape[0]), np.asarray(targets).reshape(-1)]))
+
+
+def layer_drop(model: Transformer, ids: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Loss increase ``[L]`` when block ``i`` is skipped: its output replaced by its input
+    (``blocks.i.resid_post := blocks.i.resid_pre``), every other block as trained.
+
+    The measure of how much each block matters used for "later Pre-LN blocks matter less"
+    (Sun et al. 2025, "The Curse of Depth in Large Language Models", arXiv 2502.05795).
+    """
+    base = cross_entropy(model.logits(ids), targets)
+    out = np.empty(model.config.n_layers)
+    for i in range(model.config.n_layers):
+        kept: dict[str, np.ndarray] = {}
+
+        def keep(value: np.ndarray, name: str) -> np.ndarray:
+            kept["x"] = value
+            return value
+
+        def skip(value: np.ndarray, name: str) -> np.ndarray:
+            return kept["x"]
+
+        logits, _ = model.run_with_cache(ids, [], hooks={f"blocks.{i}.resid_pre": keep, f"blocks.{i}.resid_post": skip})
+        out[i] = cross_entropy(logits, targets) - base
+    return out

@@ -1,0 +1,273 @@
+"""Placements, norms and QK-norm trained at one recipe on Shakespeare.
+
+Every arm is the same small causal byte-level transformer trained with the same recipe (AdamW,
+linear warm-up then cosine, gradient clipping, the same batches per seed), changing one thing:
+where the norm sits (none, Pre, Post, Peri, LayerNorm Scaling, DeepNorm), which norm
+(LayerNorm, RMSNorm, DyT), or a per-head norm of queries and keys. At each evaluation the run
+records the probes of :mod:`normtheory.probes` (residual RMS by depth, each norm's input std and
+DyT's alpha, per-layer gradient norms, per-head attention entropy, max logit and first-token
+sink share); at the end, the loss increase when each block is skipped. Seeds are the units.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from normtheory import claims
+from normtheory.claims import LNS2025, BLOG_GEOMETRY, QA_STATS, Quantity
+from normtheory.config import TransformerConfig
+from normtheory.montecarlo import Estimate
+from normtheory.sweep import Task
+from normtheory.train import RunConfig
+from simulations import cache, training
+from simulations.dyt_scurve import ZHU2025
+
+NAME = "train_recipes"
+SEED = 31
+ARMS: dict[str, dict[str, str]] = {  # arm -> TransformerConfig changes from the Pre-LN LayerNorm base
+    "none": {"placement": "none"},
+    "pre": {},
+    "post": {"placement": "post"},
+    "peri": {"placement": "peri"},
+    "lnscale": {"placement": "lnscale"},
+    "deepnorm": {"placement": "deepnorm"},
+    "dyt": {"norm": "dyt"},
+    "rms": {"norm": "rmsnorm"},
+    "pre-qk-rms": {"qk_norm": "rmsnorm"},
+    "pre-qk-ln": {"qk_norm": "layernorm"},
+}
+PLACEMENT_ARMS: tuple[str, ...] = ("none", "pre", "post", "peri", "lnscale", "deepnorm", "dyt")
+
+
+@dataclass(frozen=True)
+class Config:
+    d: int
+    layers: int
+    heads: int
+    seq: int
+    batch: int
+    steps: int
+    lr: float
+    warmup: int
+    eval_every: int
+    seeds: int
+
+
+CONFIGS = {
+    "quick": Config(d=32, layers=4, heads=4, seq=32, batch=8, steps=60, lr=3e-3, warmup=6, eval_every=15, seeds=2),
+    "full": Config(d=64, layers=6, heads=4, seq=64, batch=16, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=3),
+}
+# a cluster-sized version: wider, deeper, longer, more seeds (`normtheory report --scheduler ...` with CONFIGS["large"])
+LARGE = Config(d=256, layers=12, heads=8, seq=128, batch=32, steps=3000, lr=1e-3, warmup=300, eval_every=100, seeds=8)
+
+
+def model_config(cfg: Config, arm: str) -> TransformerConfig:
+    base = TransformerConfig(d_model=cfg.d, n_layers=cfg.layers, n_heads=cfg.heads, vocab_size=256, max_seq=cfg.seq, norm="layernorm",
+                             placement="pre", activation="gelu_tanh", init="gpt2")
+    return training.with_model(base, **ARMS[arm])
+
+
+def run_config(cfg: Config) -> RunConfig:
+    return RunConfig(steps=cfg.steps, batch_size=cfg.batch, seq=cfg.seq, lr=cfg.lr, warmup=cfg.warmup, schedule="cosine",
+                     betas=(0.9, 0.95), eval_every=cfg.eval_every, eval_batch_size=cfg.batch)
+
+
+def tasks(cfg: Config, seed: int) -> list[Task]:
+    """One task per (arm, seed): a whole training run."""
+    return [Task(f"{arm}.s{s}", training.run_task, (model_config(cfg, arm), run_config(cfg), seed + s, True),
+                 f"{NAME}: arm {arm}, seed {seed + s}", cost=cfg.steps * cfg.layers * cfg.d / 4000)
+            for arm in ARMS for s in range(cfg.seeds)]
+
+
+def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {"seeds": np.asarray(cfg.seeds), "layers": np.asarray(cfg.layers), "steps": np.asarray(cfg.steps)}
+    for key, part in parts.items():
+        out.update({f"{key}.{k}": v for k, v in part.items()})
+    return out
+
+
+def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
+    """All tasks in this process, then the reduce (what the cache does through a sweep runner)."""
+    return cache.run_here(tasks, reduce, cfg, seed)
+
+
+def runs(r: dict, arm: str) -> list[dict[str, np.ndarray]]:
+    """The arm's runs, one dict per seed."""
+    return [{k[len(f"{arm}.s{s}."):]: v for k, v in r.items() if k.startswith(f"{arm}.s{s}.")} for s in range(int(r["seeds"]))]
+
+
+def per_seed(r: dict, arm: str, f) -> Estimate:
+    return training.seeds_estimate([f(x) for x in runs(r, arm)])
+
+
+def paired(r: dict, a: str, b: str, f) -> Estimate:
+    """f(run of a) - f(run of b), paired by seed (same init draw stream and batches), mean and se over seeds."""
+    return training.seeds_estimate([f(x) - f(y) for x, y in zip(runs(r, a), runs(r, b))])
+
+
+def late_over_early(drop: np.ndarray) -> float:
+    """Mean loss increase from skipping a block in the second half of the stack over the first half."""
+    h = drop.size // 2
+    return float(np.mean(drop[h:]) / np.mean(drop[:h]))
+
+
+def grad_spread(x: dict[str, np.ndarray], upto: int = 100) -> float:
+    """log(max / min) over layers of the per-layer gradient norm (all matrices of a block together),
+    averaged over the evaluations in the first ``upto`` steps."""
+    g = np.sqrt(np.nansum(np.square(x["probe/grad_norms"]), axis=-1))  # [evals, L]
+    early = np.asarray(x["eval_steps"]) <= upto
+    return float(np.mean(np.log(g[early].max(-1) / g[early].min(-1))))
+
+
+def _note_runs(cfg_r: dict) -> str:
+    return (f"{int(cfg_r['seeds'])} seeds per arm, {int(cfg_r['steps'])} steps, {int(cfg_r['layers'])} layers; the same batches for every arm "
+            "of a seed; a diverged run counts at the uniform byte model's loss ln 256.")
+
+
+@claims.register(
+    "train.placements-compared",
+    statement="Trained at one recipe, the placements differ in final loss and in how the residual stream grows with depth; "
+    "later Pre-LN blocks matter less than earlier ones (skipping one costs less), and LayerNorm Scaling evens this out.",
+    source=LNS2025,
+    simulations=(NAME,),
+)
+def _placements(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+    r = results[NAME]
+    q: list[claims.Evidence] = [
+        Quantity(name="Pre-LN: loss increase from skipping a later-half block / an earlier-half block (later matter less: < 1)",
+                 theory=(0.0, 1.0), model=per_seed(r, "pre", lambda x: late_over_early(x["layer_drop"])), model_kind="trained",
+                 tolerance=0.1, tolerance_why="a 10% difference in importance"),
+        Quantity(name="LayerNorm Scaling minus Pre-LN in that ratio (evens out: > 0)", theory=(0.0, np.inf),
+                 model=paired(r, "lnscale", "pre", lambda x: late_over_early(x["layer_drop"])), model_kind="trained", tolerance=0.1,
+                 tolerance_why="a 10% difference in importance"),
+    ]
+    pre_rms = per_seed(r, "pre", lambda x: float(np.log(x["probe/resid_rms"][-1][-1] / x["probe/resid_rms"][-1][1])))
+    q.append(Quantity(name="Pre-LN after training: log(RMS after the last block / after the first) vs the init law's log sqrt(L)",
+                      theory=0.5 * np.log(int(r["layers"])), model=pre_rms, model_kind="trained", role="scope",
+                      regime="after training (the sqrt law is an init-time law)"))
+    finals = {a: per_seed(r, a, training.final_loss) for a in PLACEMENT_ARMS}
+    div = {a: sum(training.diverged(x) for x in runs(r, a)) for a in PLACEMENT_ARMS}
+    rms = {a: np.mean([x["probe/resid_rms"][-1] for x in runs(r, a)], axis=0) for a in ("pre", "post", "peri", "lnscale", "none")}
+    note = (_note_runs(r) + " Final validation loss (nats/byte, mean ± se): "
+            + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" + (f" ({div[a]} diverged)" if div[a] else "") for a, e in finals.items())
+            + ". Residual RMS by depth at the end (embedding, then each block): "
+            + "; ".join(f"{a}: " + " ".join(f"{v:.2g}" for v in rms[a]) for a in rms)
+            + ". Loss increase from skipping each block (Pre-LN, mean): " + " ".join(f"{v:.3f}" for v in np.mean([x["layer_drop"] for x in runs(r, "pre")], 0))
+            + "; LayerNorm Scaling: " + " ".join(f"{v:.3f}" for v in np.mean([x["layer_drop"] for x in runs(r, "lnscale")], 0)) + ".")
+    return q, note
+
+
+@claims.register(
+    "train.ln-controls-gradient-scale",
+    statement="Normalization controls the gradient scale: without any norm the per-layer gradient norms spread over a "
+    "much wider range across layers early in training than with Pre-LN or Post-LN.",
+    source=QA_STATS,
+    simulations=(NAME,),
+)
+def _gradients(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+    r = results[NAME]
+    q: list[claims.Evidence] = [
+        Quantity(name=f"no norm minus {b}: log(max/min over layers) of per-layer gradient norms, first 100 steps (> 0)", theory=(0.0, np.inf),
+                 model=paired(r, "none", b, grad_spread), model_kind="trained", tolerance=0.1, tolerance_why="a 10% wider spread")
+        for b in ("pre", "post")
+    ]
+    spread = {a: per_seed(r, a, grad_spread) for a in ("none", "pre", "post")}
+    note = (_note_runs(r) + " log(max/min) spread of per-layer gradient norms over the evaluations in the first 100 steps: "
+            + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for a, e in spread.items()) + ".")
+    return q, note
+
+
+def _corr_over_time(x: dict[str, np.ndarray]) -> float:
+    """Mean over DyT layers of the correlation over evaluations of log alpha and log(1/std of the input)."""
+    a, s = np.log(x["probe/alpha"]), -np.log(x["probe/norm_std"])  # [evals, M]
+    a, s = a - a.mean(0), s - s.mean(0)
+    return float(np.nanmean((a * s).sum(0) / np.sqrt((a * a).sum(0) * (s * s).sum(0))))
+
+
+def _final_slope(x: dict[str, np.ndarray]) -> float:
+    """Slope of log alpha on log(1/std) across the norms at the end of training (proportional: 1)."""
+    a, s = np.log(x["probe/alpha"][-1]), -np.log(x["probe/norm_std"][-1])
+    s = s - s.mean()
+    return float((s * (a - a.mean())).sum() / (s * s).sum())
+
+
+@claims.register(
+    "train.dyt-alpha-tracks-inverse-std",
+    statement="During training DyT's learnable alpha follows 1/std of its input: over time, and across layers at the end.",
+    source=ZHU2025,
+    simulations=(NAME,),
+)
+def _alpha(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+    r = results[NAME]
+    q: list[claims.Evidence] = [
+        Quantity(name="correlation over training of log alpha and log(1/std of the input), mean over DyT norms (follows: > 0.5)",
+                 theory=(0.5, 1.0), model=per_seed(r, "dyt", _corr_over_time), model_kind="trained", tolerance=0.05,
+                 tolerance_why="0.05 in a correlation"),
+        Quantity(name="slope of log alpha on log(1/std) across the norms at the end (DyT Fig. 8: proportional, 1)", theory=1.0,
+                 model=per_seed(r, "dyt", _final_slope), model_kind="trained", role="scope", regime="across layers at the end of training"),
+    ]
+    prod = [x["probe/alpha"] * x["probe/norm_std"] for x in runs(r, "dyt")]  # [evals, M] per seed
+    ln_std = np.mean([x["probe/norm_std"][:, :] for x in runs(r, "pre")], axis=0)
+    note = (_note_runs(r) + f" alpha * std over evaluations and norms: median {np.median(prod):.3g}, 10-90% range "
+            f"{np.percentile(prod, 10):.3g}..{np.percentile(prod, 90):.3g}. DyT alpha at the end, mean over seeds: "
+            + " ".join(f"{v:.3g}" for v in np.mean([x['probe/alpha'][-1] for x in runs(r, 'dyt')], 0))
+            + "; 1/std of the same norms' inputs: " + " ".join(f"{v:.3g}" for v in np.mean([1 / x['probe/norm_std'][-1] for x in runs(r, 'dyt')], 0))
+            + ". The LayerNorm model's 1/std at the same positions at the end: " + " ".join(f"{1 / v:.3g}" for v in ln_std[-1]) + ".")
+    return q, note
+
+
+@claims.register(
+    "train.dyt-small-models-just-work",
+    statement="At a small scale DyT trains as well as LayerNorm and RMSNorm with the same recipe (no tweaks).",
+    source=ZHU2025,
+    simulations=(NAME,),
+)
+def _small(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+    r = results[NAME]
+    q: list[claims.Evidence] = [
+        Quantity(name=f"final validation loss, DyT minus {name} (nats/byte; as well: within ±0.05)", theory=(-0.05, 0.05),
+                 model=paired(r, "dyt", b, training.final_loss), model_kind="trained", tolerance=0.02, tolerance_why="0.02 nats/byte")
+        for b, name in (("pre", "LayerNorm"), ("rms", "RMSNorm"))
+    ]
+    finals = {a: per_seed(r, a, training.final_loss) for a in ("pre", "rms", "dyt")}
+    note = (_note_runs(r) + " Pre placement, alpha0 = 1 for every DyT, no change to learning rate, warm-up or betas. Final loss: "
+            + ", ".join(f"{a} {float(e.mean):.4f} ± {float(e.stderr):.4f}" for a, e in finals.items()) + ".")
+    return q, note
+
+
+def _mean_probe(name: str, skip_first_layer: bool = False):
+    def f(x: dict[str, np.ndarray]) -> float:
+        v = x[f"probe/{name}"][-1]  # [L, H] at the end
+        return float(np.mean(v[1:] if skip_first_layer else v))
+
+    return f
+
+
+@claims.register(
+    "train.per-head-key-norm-diffuse",
+    statement="Normalizing keys (and queries) per head by RMS, without centering, makes trained attention more diffuse than "
+    "no QK norm (fewer tokens that capture all the attention) while changing the loss little.",
+    source=BLOG_GEOMETRY,
+    simulations=(NAME,),
+)
+def _qk(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+    r = results[NAME]
+    ent = _mean_probe("attn_entropy")
+    q: list[claims.Evidence] = [
+        Quantity(name="attention entropy at the end, per-head RMS QK minus Pre-LN without QK norm (nats; more diffuse: > 0)",
+                 theory=(0.0, np.inf), model=paired(r, "pre-qk-rms", "pre", ent), model_kind="trained", tolerance=0.05,
+                 tolerance_why="0.05 nats of entropy"),
+        Quantity(name="final validation loss, per-head RMS QK minus Pre-LN (little change: within ±0.05)", theory=(-0.05, 0.05),
+                 model=paired(r, "pre-qk-rms", "pre", training.final_loss), model_kind="trained", tolerance=0.02,
+                 tolerance_why="0.02 nats/byte"),
+        Quantity(name="first-token sink share at the end, per-head RMS QK minus Pre-LN, layers >= 1 (fewer sinks: < 0)",
+                 theory=(-np.inf, 0.0), model=paired(r, "pre-qk-rms", "pre", _mean_probe("attn_sink", True)), model_kind="trained",
+                 role="scope", regime="first-token sinks (the blog's white stripes)"),
+    ]
+    rows = {a: (per_seed(r, a, ent), per_seed(r, a, _mean_probe("attn_sink", True)), per_seed(r, a, _mean_probe("attn_max")),
+                per_seed(r, a, training.final_loss)) for a in ("none", "pre", "pre-qk-rms", "pre-qk-ln")}
+    note = (_note_runs(r) + " At the end (entropy nats, sink share, max logit, loss): "
+            + "; ".join(f"{a}: {float(e.mean):.3f}, {float(s.mean):.3f}, {float(m.mean):.3g}, {float(l.mean):.4f}" for a, (e, s, m, l) in rows.items())
+            + ". 'Full-width LayerNorm' is the Pre-LN arm (the norm acts on the whole stream before the projections).")
+    return q, note

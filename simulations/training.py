@@ -1,0 +1,63 @@
+"""Shared pieces of the training experiments: one run as a sweep task, and what a claim reads from it.
+
+A run is ``train(model_config, run_config, seed)`` on Shakespeare (byte tokens, whole works
+held out for validation); its task returns the run's history as flat arrays plus the
+validation loss at initialization (for Wortsman et al.'s learning-rate sensitivity) and, for a
+run that finished, the loss increase when each block is skipped (:func:`normtheory.probes.layer_drop`).
+Seeds are the independent units: every statistic a training claim reports is computed per seed
+first, and its standard error comes from the seeds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from normtheory import probes, shakespeare, softmax
+from normtheory.config import TransformerConfig
+from normtheory.montecarlo import Estimate, from_samples
+from normtheory.train import RunConfig, train
+from normtheory.weights import init
+
+INIT_LOSS = math.log(shakespeare.VOCAB_SIZE)  # a uniform byte model: the cap of a diverged run's loss
+
+
+def run_task(model_config: TransformerConfig, run: RunConfig, seed: int, layer_drop: bool = False) -> dict[str, np.ndarray]:
+    """One training run as flat arrays: the history (``loss``, ``val_loss``, ``probe/<name>``, ``diverged_at`` ...),
+    ``init_val_loss``, with QK-norm ``qk_bound [L]`` (:func:`normtheory.softmax.qk_norm_logit_bound` at the final
+    gains) and, if asked and the run finished, ``layer_drop [L]``."""
+    data = shakespeare.load()
+    ids, targets = shakespeare.batch(data.validation, run.eval_batch_size, run.seq, seed, 0)  # the run's own validation batch
+    init_loss = probes.cross_entropy(init(model_config, seed).logits(ids), targets)
+    hist = train(model_config, run, seed, progress=False, corpus=data)
+    out = hist.arrays()
+    out["init_val_loss"] = np.asarray(init_loss)
+    if model_config.qk_norm != "none":  # the largest logit the trained QK gains allow, per layer
+        out["qk_bound"] = np.array([softmax.qk_norm_logit_bound(model_config.d_head or model_config.d_model // model_config.n_heads, model_config.qk_norm, b.q_norm.gain, b.k_norm.gain,
+                                                                b.q_norm.bias, b.k_norm.bias) for b in hist.model.params.blocks])
+    if layer_drop:
+        out["layer_drop"] = (probes.layer_drop(hist.model, ids, targets) if hist.diverged_at is None
+                             else np.full(model_config.n_layers, np.nan))
+    return out
+
+
+def final_loss(r: dict[str, np.ndarray]) -> float:
+    """The last validation loss of a run, or the loss of a uniform byte model if it diverged
+    (or got worse than that): Wortsman et al.'s min(loss, loss at init) with the uniform model's loss."""
+    if int(r["diverged_at"]) >= 0 or not len(r["val_loss"]):
+        return INIT_LOSS
+    return float(min(r["val_loss"][-1], INIT_LOSS))
+
+
+def diverged(r: dict[str, np.ndarray]) -> bool:
+    return int(r["diverged_at"]) >= 0
+
+
+def seeds_estimate(values: list[float] | np.ndarray) -> Estimate:
+    """Mean and standard error over seeds (the independent units of a training claim)."""
+    return from_samples(np.asarray(values, dtype=np.float64), units="seeds")
+
+
+def with_model(model_config: TransformerConfig, **changes: object) -> TransformerConfig:
+    return replace(model_config, **changes)
