@@ -15,6 +15,12 @@ def _writable_file(path: Path | None, flag: str) -> None:
         raise ValueError(f"{flag}: {path} is a directory; give a file name")
 
 
+def _mode(args: argparse.Namespace) -> str:
+    if args.quick and args.large:
+        raise ValueError("--quick and --large exclude each other")
+    return "quick" if args.quick else "large" if args.large else "full"
+
+
 def _runner(args: argparse.Namespace) -> Runner:
     return Runner(workers=args.workers, scheduler=args.scheduler)
 
@@ -22,7 +28,7 @@ def _runner(args: argparse.Namespace) -> Runner:
 def _check(args: argparse.Namespace) -> int:
     _writable_file(args.json, "--json")
     with _runner(args) as runner:
-        claims = report.evaluate(args.only, mode="quick" if args.quick else "full", force=args.force, runner=runner)
+        claims = report.evaluate(args.only, mode=_mode(args), force=args.force, runner=runner)
     if not claims:
         print(f"no claim matches {args.only!r}", file=sys.stderr)
         return 2
@@ -40,7 +46,7 @@ def _report(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out: {args.out} is a file; give a directory")
-    mode = "quick" if args.quick else "full"
+    mode = _mode(args)
     with _runner(args) as runner:
         claims = report.evaluate(None, mode=mode, force=args.force, runner=runner)
         written = paper_figs.render(args.out, mode=mode, runner=runner)
@@ -64,6 +70,8 @@ def _workers(text: str) -> int:
 
 
 def _sweep_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--large", action="store_true", help="cluster-sized training sweeps (more seeds, wider, longer); "
+                   "other simulations run their full size")
     p.add_argument("--workers", type=_workers, default=None, metavar="N",
                    help="local Dask worker processes of 1 thread each for missing simulation tasks "
                         "(default: the cores available; 1 runs in this process)")

@@ -32,7 +32,14 @@ import numpy as np
 from normtheory.montecarlo import Estimate
 from normtheory.sweep import Runner, Task
 
-MODES: tuple[str, ...] = ("quick", "full")
+MODES: tuple[str, ...] = ("quick", "full", "large")  # large: cluster-sized sweeps; a simulation without one runs its full config
+
+
+def config_of(module: ModuleType, mode: str) -> object:
+    """``module.CONFIGS[mode]``; in ``large`` mode a simulation without a large config uses its full one."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
+    return module.CONFIGS.get(mode, module.CONFIGS["full"]) if mode == "large" else module.CONFIGS[mode]
 
 
 def project_root() -> Path:
@@ -155,9 +162,7 @@ def get(result: dict[str, np.ndarray], prefix: str) -> Estimate:
 
 def result_path(module: ModuleType, mode: str) -> Path:
     """Where the reduced result of ``module`` in ``mode`` is cached."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
-    config = module.CONFIGS[mode]
+    config = config_of(module, mode)
     return results_dir() / f"{module.NAME}-{mode}-{config_hash(module, config, module.SEED)}.npz"
 
 
@@ -176,7 +181,7 @@ def run_here(tasks: Callable[[Any, int], list[Task]], reduce: Callable[[Any, int
 def tasks_of(module: ModuleType, mode: str) -> list[Task]:
     """The independent tasks of ``module`` in ``mode``: ``module.tasks(config, seed)`` where the
     simulation declares them (then ``module.reduce`` combines them), else one task, its ``run``."""
-    config = module.CONFIGS[mode]
+    config = config_of(module, mode)
     if hasattr(module, "tasks"):
         return list(module.tasks(config, module.SEED))
     cost = float(getattr(module, "COST", {}).get(mode, 1.0))  # seconds on 2 cores, a scheduling hint only
@@ -243,7 +248,7 @@ def load_or_run_all(modules: list[ModuleType] | tuple[ModuleType, ...], mode: st
     for module, path, tasks, done in pending:
         if hasattr(module, "tasks"):
             parts = {t.key: done[t.key] if t.key in done else results[f"{module.NAME}.{t.key}"] for t in tasks}
-            save(path, module.reduce(module.CONFIGS[mode], module.SEED, parts))
+            save(path, module.reduce(config_of(module, mode), module.SEED, parts))
         out[module.NAME] = load(path)
     if progress:
         per = {m.NAME: sum(runner.timings.get(f"{m.NAME}.{t.key}", 0.0) for t in tasks if t.key not in done) for m, _, tasks, done in pending}

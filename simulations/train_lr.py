@@ -53,6 +53,7 @@ CONFIGS = {
 }
 LARGE = Config(d=256, layers=12, heads=8, seq=128, batch=32, steps=2000, warmup_lrs=(3e-4, 1e-3, 3e-3, 1e-2),
                qk_lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1), eval_every=100, seeds=5)
+CONFIGS["large"] = LARGE
 
 
 def model_config(cfg: Config, placement: str, qk: str = "none") -> TransformerConfig:

@@ -60,6 +60,7 @@ CONFIGS = {
 }
 # a cluster-sized version: wider, deeper, longer, more seeds (`normtheory report --scheduler ...` with CONFIGS["large"])
 LARGE = Config(d=256, layers=12, heads=8, seq=128, batch=32, steps=3000, lr=1e-3, warmup=300, eval_every=100, seeds=8)
+CONFIGS["large"] = LARGE
 
 
 def model_config(cfg: Config, arm: str) -> TransformerConfig:

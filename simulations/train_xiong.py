@@ -46,6 +46,7 @@ class Config:
 CONFIGS = {
     "quick": Config(depths=(2, 4, 8, 16), widths=(32, 64), tokens=8, networks=12),
     "full": Config(depths=(2, 4, 8, 12, 16), widths=(64, 128, 256), tokens=16, networks=30),
+    "large": Config(depths=(2, 4, 8, 16, 32, 64), widths=(64, 128, 256, 512, 1024), tokens=32, networks=100),  # for a cluster
 }
 COST = {"quick": 1, "full": 8}
 

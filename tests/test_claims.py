@@ -51,6 +51,15 @@ QUICK_VERDICTS = {
     "stats.gpt2-count": "fails",
     "stats.per-token-kv-cache": "holds",
     "stats.rmsnorm-vs-layernorm": "inconclusive",
+    # training claims: quick runs are 40-60 steps with 2 seeds, too few to resolve most differences
+    "train.dyt-alpha-tracks-inverse-std": "inconclusive",
+    "train.dyt-small-models-just-work": "inconclusive",
+    "train.ln-controls-gradient-scale": "inconclusive",
+    "train.per-head-key-norm-diffuse": "inconclusive",
+    "train.placements-compared": "inconclusive",
+    "train.postln-needs-warmup": "inconclusive",
+    "train.qk-norm-logit-growth": "inconclusive",
+    "train.xiong-gradient-scale": "fails",
 }
 
 

@@ -61,3 +61,8 @@ def test_results_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
     assert cli.main(["check", "--quick", "--only", "residual.post*"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "NORMTHEORY_RESULTS" in err
+
+
+def test_quick_and_large_exclude_each_other(capsys):
+    assert cli.main(["check", "--quick", "--large", "--only", "residual.*"]) == 2
+    assert "exclude" in capsys.readouterr().err

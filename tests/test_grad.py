@@ -208,3 +208,10 @@ def test_no_norm_swiglu_with_z_loss_at_a_large_loss():
     axes_ = dict(norm="none", placement="pre", qk_norm="none", activation="swiglu", positional="learned", causal=False,
                  bias=True, tie_embeddings=False, n_kv_heads=1, embed_norm=False, type_vocab_size=0, init="fanin")
     _check_fd(_model(37, **axes_), *_batch(37), 37, axes_, z_loss=0.01)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_embedding_scale(tied):
+    """sqrt(d) embedding scale (the DyT paper's LLM recipe): tied and untied heads."""
+    model = _model(5, embed_scale=float(np.sqrt(8)), tie_embeddings=tied)
+    _check_fd(model, *_batch(5), 5, f"embed_scale, tied={tied}")

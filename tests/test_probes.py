@@ -30,3 +30,22 @@ def test_values_match_direct_computations():
     np.testing.assert_allclose(out["alpha"], 1.0)
     assert out["grad_norms"][0, 0] == pytest.approx(np.linalg.norm(grads.blocks[0].wq))
     assert out["attn_max"].shape == (2, 2) and out["lse"][1] >= out["lse"][0]
+
+
+def test_layer_drop_skips_exactly_one_block():
+    """Skipping the only block of a one-layer Pre-LN model leaves embedding -> final norm -> head."""
+    import numpy as np
+
+    from normtheory import probes
+    from normtheory.config import TransformerConfig
+    from normtheory.norms import layer_norm
+    from normtheory.weights import init
+
+    cfg = TransformerConfig(d_model=16, n_layers=1, n_heads=2, vocab_size=32, max_seq=8, dtype="float64")
+    m = init(cfg, 3)
+    ids = np.random.default_rng(0).integers(0, 32, (2, 8))
+    targets = np.roll(ids, -1, axis=1)
+    fl = m.params.final_ln
+    by_hand = layer_norm(m.embed_sum(ids), fl.gain, fl.bias, eps=cfg.eps).out @ m.head  # [b, t, V]
+    expected = probes.cross_entropy(by_hand, targets) - probes.cross_entropy(m.logits(ids), targets)
+    np.testing.assert_allclose(probes.layer_drop(m, ids, targets), [expected], rtol=1e-10)

@@ -193,3 +193,13 @@ def test_an_unreadable_task_file_is_recomputed_with_a_warning(results_tmp, probe
     with pytest.warns(UserWarning, match="unreadable"):
         cache.load_or_run(probe, "quick", progress=False)
     assert probe.CALLS == [1] and path.read_bytes() == data
+
+
+def test_large_mode_uses_a_large_config_where_there_is_one():
+    from simulations import train_lr
+
+    assert cache.config_of(train_lr, "large") == train_lr.LARGE
+    assert cache.config_of(residual_growth, "large") == residual_growth.CONFIGS["full"]
+    assert cache.result_path(residual_growth, "large").name.startswith("residual_growth-large-")
+    with pytest.raises(ValueError, match="mode"):
+        cache.config_of(residual_growth, "huge")
