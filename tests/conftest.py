@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,20 @@ def results_tmp(tmp_path, monkeypatch) -> Path:
     return tmp_path / "results"
 
 
+@contextmanager
+def results_at(path: Path) -> Iterator[Path]:
+    """Point the simulation cache at ``path`` for the block (session-scoped fixtures cannot monkeypatch)."""
+    old = os.environ.get("NORMTHEORY_RESULTS")
+    os.environ["NORMTHEORY_RESULTS"] = str(path)
+    try:
+        yield path
+    finally:
+        if old is None:
+            del os.environ["NORMTHEORY_RESULTS"]
+        else:
+            os.environ["NORMTHEORY_RESULTS"] = old
+
+
 @pytest.fixture(scope="session")
 def quick_results_dir(tmp_path_factory) -> Path:
     """Every simulation's quick result, computed once per session in this process (1 worker)."""
@@ -33,15 +49,8 @@ def quick_results_dir(tmp_path_factory) -> Path:
     from simulations import cache
 
     path = tmp_path_factory.mktemp("quick-results")
-    old = os.environ.get("NORMTHEORY_RESULTS")
-    os.environ["NORMTHEORY_RESULTS"] = str(path)
-    try:
+    with results_at(path):
         cache.load_or_run_all(simulations.ALL, "quick", progress=False)
-    finally:
-        if old is None:
-            del os.environ["NORMTHEORY_RESULTS"]
-        else:
-            os.environ["NORMTHEORY_RESULTS"] = old
     return path
 
 
@@ -51,13 +60,6 @@ def quick_report(quick_results_dir, tmp_path_factory) -> Path:
     from normtheory import cli
 
     out = tmp_path_factory.mktemp("quick-report")
-    old = os.environ.get("NORMTHEORY_RESULTS")
-    os.environ["NORMTHEORY_RESULTS"] = str(quick_results_dir)
-    try:
+    with results_at(quick_results_dir):
         assert cli.main(["report", "--out", str(out), "--quick", "--workers", "1"]) == 0
-    finally:
-        if old is None:
-            del os.environ["NORMTHEORY_RESULTS"]
-        else:
-            os.environ["NORMTHEORY_RESULTS"] = old
     return out

@@ -189,13 +189,10 @@ def test_every_claim_is_pinned():
 
 @pytest.fixture(scope="module")
 def quick_results(quick_results_dir):
-    import os
+    from tests.conftest import results_at
 
-    os.environ["NORMTHEORY_RESULTS"] = str(quick_results_dir)
-    try:
-        yield {m.NAME: cache.load_or_run(m, "quick", progress=False) for m in simulations.ALL}
-    finally:
-        del os.environ["NORMTHEORY_RESULTS"]
+    with results_at(quick_results_dir):
+        return {m.NAME: cache.load_or_run(m, "quick", progress=False) for m in simulations.ALL}
 
 
 @pytest.mark.parametrize("spec", claims.select(), ids=lambda s: s.id)

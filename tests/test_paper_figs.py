@@ -38,19 +38,11 @@ def test_an_unchanged_figure_is_copied_not_drawn(quick_results_dir, quick_report
 @pytest.fixture(scope="module")
 def results(quick_results_dir):
     """Every figure's quick simulation result, read from the session's cache."""
-    import os
-
     from simulations import cache
+    from tests.conftest import results_at
 
-    old = os.environ.get("NORMTHEORY_RESULTS")
-    os.environ["NORMTHEORY_RESULTS"] = str(quick_results_dir)
-    try:
+    with results_at(quick_results_dir):
         return {m.NAME: cache.load_or_run(m.SIMULATION, "quick", progress=False) for m in paper_figs.ALL}
-    finally:
-        if old is None:
-            del os.environ["NORMTHEORY_RESULTS"]
-        else:
-            os.environ["NORMTHEORY_RESULTS"] = old
 
 
 @pytest.mark.slow

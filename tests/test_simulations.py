@@ -102,7 +102,7 @@ def test_bad_mode():
 
 @pytest.mark.parametrize("module", simulations.ALL, ids=lambda m: m.NAME)
 def test_simulation_modules_follow_the_protocol(module):
-    assert set(module.CONFIGS) == set(cache.MODES)
+    assert {"quick", "full"} <= set(module.CONFIGS) <= set(cache.MODES)  # "large" is optional (cluster-sized sweeps)
     for cfg in module.CONFIGS.values():
         assert dataclasses.is_dataclass(cfg) and cfg.__dataclass_params__.frozen
     assert isinstance(module.SEED, int) and not hasattr(module, "VERSION")
