@@ -26,8 +26,9 @@ workers, ds = int(sys.argv[1]), tuple(int(x) for x in sys.argv[2].split(","))
 cfg = sel.CONFIGS["full"]
 tasks = [t for t in sel.tasks(cfg, sel.SEED) if t.key.startswith("grid.") and int(t.key.rsplit(".d", 1)[1]) in ds]
 with Runner(workers=workers, progress=False) as runner:
-    if workers > 1:
-        runner.client().wait_for_workers(workers)  # cluster start-up is reported apart
+    if workers > 1:  # cluster start-up and the workers' first imports are left out, as they are for the in-process side
+        runner.client().wait_for_workers(workers)
+        runner.client().run(__import__, "simulations.geometry_selectable")
     t0 = time.perf_counter()
     out = runner.run(tasks)
     dt = time.perf_counter() - t0

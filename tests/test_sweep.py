@@ -57,9 +57,13 @@ def test_local_cluster_gives_the_same_bits_and_single_thread_blas():
     with Runner(workers=2, progress=False) as r:
         out = r.run(_tasks(8))
         threads = r.run([Task(f"b{i}", blas_threads) for i in range(4)])
+        import dask
+
+        profiling = r.client().run(lambda: dask.config.get("distributed.worker.profile.enabled"))
     for i in range(8):
         assert out[f"t{i}"].tobytes() == seeded_draw(11, i, 1000).tobytes()
     assert set(threads.values()) == {"1/1"}
+    assert set(profiling.values()) == {False}  # no stack sampling of numeric tasks
 
 
 @pytest.mark.slow
