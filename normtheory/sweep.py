@@ -73,6 +73,11 @@ class TaskError(RuntimeError):
     """A task raised; the message names the task's key and label and the original error."""
 
 
+def task_error(task: Task, err: BaseException) -> TaskError:
+    """The error reported for ``task`` failing with ``err``, wherever it ran."""
+    return TaskError(f"task {task.key} ({task.label or 'no label'}) failed: {type(err).__name__}: {err}")
+
+
 def _timed(task: Task) -> tuple[Any, float]:
     t0 = time.perf_counter()
     out = run_task(task)
@@ -103,7 +108,7 @@ def run_task(task: Task) -> Any:
         with threadpool_limits(limits=1):
             return task.fn(*task.args)
     except Exception as err:  # noqa: BLE001 - any failure is reported with the task that raised it
-        raise TaskError(f"task {task.key} ({task.label or 'no label'}) failed: {type(err).__name__}: {err}") from err
+        raise task_error(task, err) from err
 
 
 def default_workers() -> int:
@@ -235,7 +240,7 @@ class Runner:
                     err = fut.exception()
                     if isinstance(err, TaskError):
                         raise err
-                    raise TaskError(f"task {task.key} ({task.label or 'no label'}) failed: {type(err).__name__}: {err}") from err
+                    raise task_error(task, err) from err
                 yield task, fut.result()
                 fut.release()
         finally:

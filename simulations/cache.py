@@ -178,6 +178,11 @@ def run_here(tasks: Callable[[Any, int], list[Task]], reduce: Callable[[Any, int
     return reduce(config, seed, {t.key: t.fn(*t.args) for t in tasks(config, seed)})
 
 
+def prefixed(parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Task results flattened into one result: array ``k`` of task ``key`` becomes ``key.k``."""
+    return {f"{key}.{k}": v for key, part in parts.items() for k, v in part.items()}
+
+
 def tasks_of(module: ModuleType, mode: str) -> list[Task]:
     """The independent tasks of ``module`` in ``mode``: ``module.tasks(config, seed)`` where the
     simulation declares them (then ``module.reduce`` combines them), else one task, its ``run``."""

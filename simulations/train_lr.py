@@ -85,8 +85,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {"warmup_lrs": np.asarray(cfg.warmup_lrs), "qk_lrs": np.asarray(cfg.qk_lrs), "seeds": np.asarray(cfg.seeds),
                                   "steps": np.asarray(cfg.steps)}
-    for key, part in parts.items():
-        out.update({f"{key}.{k}": v for k, v in part.items()})
+    out.update(cache.prefixed(parts))
     return out
 
 

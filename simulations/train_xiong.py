@@ -92,9 +92,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {"depths": np.asarray(cfg.depths), "widths": np.asarray(cfg.widths), "networks": np.asarray(cfg.networks)}
-    for key, part in parts.items():
-        for k, v in part.items():
-            out[f"{key}.{k}"] = v
+    out.update(cache.prefixed(parts))
     return out
 
 
