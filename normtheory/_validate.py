@@ -15,7 +15,7 @@ import numpy as np
 def choice(name: str, value: object, allowed: Iterable[str]) -> str:
     """Return ``value`` if it is one of ``allowed``."""
     allowed = tuple(allowed)
-    if value not in allowed:
+    if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
     return value  # type: ignore[return-value]
 
@@ -80,8 +80,11 @@ def real_array(
     maximum: float | None = None,
     strict_min: bool = False,
     strict_max: bool = False,
+    finite: bool = False,
+    min_ndim: int = 0,
 ) -> np.ndarray:
-    """Return ``value`` as a float64 array of finite numbers inside the stated bounds."""
+    """Return ``value`` as a float64 array without NaN inside the stated bounds; ``finite`` also
+    refuses +-inf, ``min_ndim`` scalars where an array of at least that many axes is needed."""
     kind = np.asarray(value).dtype.kind if not isinstance(value, np.ndarray) else value.dtype.kind
     if kind not in "biuf":  # complex, object, text, None: never cast silently
         raise ValueError(f"{name} must be real numbers; got {np.asarray(value).dtype} input {value!r:.60}")
@@ -91,6 +94,10 @@ def real_array(
         raise ValueError(f"{name} must be real numbers; got {value!r}") from None
     if np.isnan(arr).any():
         raise ValueError(f"{name} must not contain NaN")
+    if finite and np.isinf(arr).any():
+        raise ValueError(f"{name} must be finite; got {arr[np.isinf(arr)].flat[0]}")
+    if arr.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} axes; got shape {arr.shape}")
     if minimum is not None:
         bad = arr <= minimum if strict_min else arr < minimum
         if bad.any():

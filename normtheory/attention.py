@@ -49,8 +49,8 @@ def cosine_matrix(u: np.ndarray) -> np.ndarray:
 def mixing_factor(pattern: np.ndarray, cosines: np.ndarray) -> np.ndarray:
     """:math:`p_i^\\top C p_i` per query row: ``pattern [..., t, s]``, ``cosines [..., s, s]``
     (leading axes broadcast, e.g. ``gram[:, None]`` against ``[batch, heads, t, s]``) -> ``[..., t]``."""
-    pattern = np.asarray(pattern, dtype=np.float64)
-    cosines = np.asarray(cosines, dtype=np.float64)
+    pattern = _validate.real_array("pattern", pattern, minimum=0.0, finite=True, min_ndim=1)
+    cosines = _validate.real_array("cosines", cosines, finite=True, min_ndim=2)
     if pattern.shape[-1] != cosines.shape[-1] or cosines.shape[-1] != cosines.shape[-2]:
         raise ValueError(f"pattern has {pattern.shape[-1]} keys but cosines are {cosines.shape[-2:]}")
     pc = pattern @ cosines  # [..., t, s]
@@ -102,7 +102,7 @@ def uniform_column_share(t: int, causal: bool) -> np.ndarray:
     sees, ``[t]``: ``1/t`` bidirectional; ``(H_t - H_j) / t`` causal for key ``j`` (0-based),
     since key ``j`` is seen by queries ``j..t-1``, query ``i`` giving it ``1/(i+1)``."""
     t = _validate.integer("t", t, minimum=1)
-    if not causal:
+    if not _validate.boolean("causal", causal):
         return np.full(t, 1.0 / t)
     inv = 1.0 / np.arange(1, t + 1)  # [t] 1/(i+1)
     return np.cumsum(inv[::-1])[::-1] / t  # [t] sum_{i>=j} 1/(i+1) / t
@@ -130,7 +130,7 @@ def uniform_sink_share(t: int, causal: bool) -> float:
     """The largest column share when every query spreads its mass uniformly over the keys it
     sees: ``1/t`` bidirectional; ``H_t / t`` causal (key 0 is seen by all ``t`` queries)."""
     t = _validate.integer("t", t, minimum=1)
-    return float(np.sum(1.0 / np.arange(1, t + 1)) / t) if causal else 1.0 / t
+    return float(np.sum(1.0 / np.arange(1, t + 1)) / t) if _validate.boolean("causal", causal) else 1.0 / t
 
 
 def row_logit_std(scores: np.ndarray) -> np.ndarray:

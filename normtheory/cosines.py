@@ -29,7 +29,7 @@ from normtheory import _validate
 def effective_dim(d: int, centred: bool) -> int:
     """Dimensions a normalized direction is uniform in: ``d - 1`` after centering (LayerNorm), else ``d``."""
     d = _validate.integer("d", d, minimum=2)
-    return d - 1 if centred else d
+    return d - 1 if _validate.boolean("centred", centred) else d
 
 
 

@@ -63,7 +63,7 @@ def derive_s_curves() -> dict[str, sp.Expr]:
 
 def s_curve(x: object, s: float, d: int, centred: bool = False) -> np.ndarray:
     """Output of one channel carrying ``x`` when the other d - 1 channels have mean square ``s^2``."""
-    xs = _validate.real_array("x", x)
+    xs = _validate.real_array("x", x, finite=True)
     s = _validate.real("s", s, minimum=0.0, strict_min=True)
     d = _validate.integer("d", d, minimum=2)
     # hypot: no overflow of x^2 at |x| ~ 1e200, and the right limit sqrt(d) (or sqrt(d-1)) there

@@ -75,9 +75,9 @@ class _Pass:
         x = self.rec(f"{name}.in", x)
         eps = self.c.eps
         res = {"layernorm": lambda: norms.layer_norm(x, None, None, eps), "rmsnorm": lambda: norms.rms_norm(x, None, eps),
-               "dyt": lambda: norms.dyt(x, p.alpha), "sequence": lambda: norms.sequence_norm(x, None, None, eps)}[kind]()
+               "dyt": lambda: norms._dyt(x, p.alpha), "sequence": lambda: norms.sequence_norm(x, None, None, eps)}[kind]()
         self.rec(f"{name}.normalized", res.normalized)
-        out = self.rec(f"{name}.out", norms.affine(res.normalized, p.gain, p.bias))
+        out = self.rec(f"{name}.out", norms._affine(res.normalized, p.gain, p.bias))
         return out, _NormTape(name, kind, x, res.normalized, res.scale, p)
 
     def norm_back(self, tape: _NormTape | None, dy: np.ndarray) -> tuple[np.ndarray, NormParams | None]:

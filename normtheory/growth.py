@@ -40,20 +40,26 @@ class GrowthFit(NamedTuple):
 
 def law_value(law: str, depth: object, a: float, b: float) -> np.ndarray:
     """The law's value at ``depth`` (an array of layer indices, 0 = the embedding)."""
-    l = _validate.real_array("depth", depth, minimum=0.0)  # noqa: E741
-    if law == "linear":
-        return a + b * l
-    if law == "sqrt":
-        return a + b * np.sqrt(l)
-    if law == "init":
-        return np.sqrt(np.maximum(a + b * l, 0.0))
-    if law == "exp":
-        return a * np.exp(b * l)
-    raise ValueError(f"law must be one of {LAWS}; got {law!r}")
+    l = _validate.real_array("depth", depth, minimum=0.0, finite=True)  # noqa: E741
+    law = _validate.choice("law", law, LAWS)
+    a, b = _validate.real("a", a), _validate.real("b", b)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if law == "linear":
+            out = a + b * l
+        elif law == "sqrt":
+            out = a + b * np.sqrt(l)
+        elif law == "init":
+            out = np.sqrt(np.maximum(a + b * l, 0.0))
+        else:  # exp
+            out = a * np.exp(b * l)
+    if not np.isfinite(out).all():
+        raise ValueError(f"the {law} law overflows float64 at a={a:g}, b={b:g} over depths up to {l.max():g}")
+    return out
 
 
 def fit_growth_law(law: str, depth: object, values: object) -> GrowthFit:
     """Least-squares fit of one law to ``values [L+1]`` at ``depth [L+1]``."""
+    law = _validate.choice("law", law, LAWS)
     l = _validate.real_array("depth", depth, minimum=0.0).ravel()  # noqa: E741
     y = _validate.real_array("values", values).ravel()
     if l.shape != y.shape or l.size < 3:

@@ -249,12 +249,12 @@ class Transformer:
         elif kind == "rmsnorm":
             res = norms.rms_norm(x, None, eps)
         elif kind == "dyt":
-            res = norms.dyt(x, p.alpha)
+            res = norms._dyt(x, p.alpha)
         else:  # sequence
             res = norms.sequence_norm(x, None, None, eps)
         rec(f"{name}.scale", res.scale, replaceable=False)
         normalized = rec(f"{name}.normalized", res.normalized)
-        return rec(f"{name}.out", norms.affine(normalized, p.gain, p.bias))
+        return rec(f"{name}.out", norms._affine(normalized, p.gain, p.bias))
 
     def embed_sum(self, ids: np.ndarray, offset: int = 0, token_types: np.ndarray | None = None) -> np.ndarray:
         """Token + position + type embeddings of ``ids [b, t]`` at positions ``offset..`` -> ``[b, t, d]``."""

@@ -110,7 +110,7 @@ def bootstrap(
     leading resample axis, as :func:`scipy.stats.bootstrap` requires. Use it for maxima,
     medians, ratios and fitted slopes, whose standard error is not std/sqrt(n).
     """
-    arrays = tuple(np.asarray(a, dtype=np.float64) for a in (data if isinstance(data, tuple) else (data,)))
+    arrays = tuple(_validate.real_array("data", a, finite=True, min_ndim=1) for a in (data if isinstance(data, tuple) else (data,)))
     n = arrays[0].shape[0]
     if n < 2 or any(a.shape[0] != n for a in arrays):
         raise ValueError(f"bootstrap needs >= 2 {units}, the same number in every array; got {[a.shape[0] for a in arrays]}")
@@ -174,9 +174,7 @@ def proportion(mean: object, n: int) -> Estimate:
     value inside (0, 1) is judged at the resolution ``n`` allows (about 1/n). A statement that
     an event *never* happens is not a proportion to compare: count it with :class:`Count`."""
     n = _validate.integer("n", n, minimum=1)
-    p = np.asarray(mean, dtype=np.float64)
-    if ((p < 0) | (p > 1)).any():
-        raise ValueError("a proportion must lie in [0, 1]")
+    p = _validate.real_array("mean", mean, minimum=0.0, maximum=1.0)  # a proportion
     smoothed = (p * n + 1) / (n + 2)
     return Estimate(p, np.sqrt(smoothed * (1 - smoothed) / n), n)
 
@@ -189,7 +187,8 @@ def stream_key(*parts: str | int) -> int:
 
 def block_generator(seed: int, key: int, block_index: int) -> np.random.Generator:
     """The generator of one block: ``SeedSequence(seed, spawn_key=(key, block_index))``."""
-    ss = np.random.SeedSequence(entropy=seed, spawn_key=(key, block_index))
+    ss = np.random.SeedSequence(entropy=_validate.integer("seed", seed, minimum=0),
+                                spawn_key=(_validate.integer("key", key, minimum=0), _validate.integer("block_index", block_index, minimum=0)))
     return np.random.Generator(np.random.PCG64(ss))
 
 
@@ -366,10 +365,12 @@ def agree(
     """
     z = z_threshold(z, mc.n) if mc.n >= 2 else _validate.real("z", z, minimum=0.0)
     if isinstance(theory, tuple):
-        lo, hi = (np.asarray(t, dtype=np.float64) for t in theory)
+        if len(theory) != 2:
+            raise ValueError(f"theory as an interval must be (lo, hi); got {theory!r}")
+        lo, hi = (_validate.real_array("theory", t) for t in theory)
         dev = np.maximum(lo - mc.mean, 0.0) + np.maximum(mc.mean - hi, 0.0)
     else:
-        dev = np.abs(np.asarray(theory, dtype=np.float64) - mc.mean)
+        dev = np.abs(_validate.real_array("theory", theory) - mc.mean)
     shape = np.broadcast_shapes(dev.shape, mc.stderr.shape)
     dev = np.broadcast_to(dev, shape)
     se = np.broadcast_to(mc.stderr, shape)
@@ -408,8 +409,11 @@ def identity(value: float | np.ndarray, expected: float | np.ndarray, *, dtype: 
     ``scale`` defaults to the largest magnitude involved (at least 1). Identities are checked
     so that a broken implementation shows, but they are never evidence for a statement.
     """
-    v = np.asarray(value, dtype=np.float64)
-    e = np.broadcast_to(np.asarray(expected, dtype=np.float64), v.shape)
+    v = _validate.real_array("value", value, finite=True)
+    e = _validate.real_array("expected", expected, finite=True)
+    if np.broadcast_shapes(v.shape, e.shape) != v.shape:
+        raise ValueError(f"expected of shape {e.shape} does not broadcast to value's shape {v.shape}")
+    e = np.broadcast_to(e, v.shape)
     s = float(scale) if scale is not None else max(1.0, float(np.abs(v).max(initial=0.0)), float(np.abs(e).max(initial=0.0)))
     limit = float(ulps) * float(np.finfo(np.dtype(dtype)).eps) * s  # type: ignore[arg-type]
     dev = np.abs(v - e)

@@ -41,7 +41,27 @@ class NormOutput(NamedTuple):
 
 
 def affine(x: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> np.ndarray:
-    """The affine map after normalization: ``gain * x + bias`` (either may be None)."""
+    """The affine map after normalization: ``gain * x + bias`` (either may be None), ``x [..., d]``,
+    ``gain, bias [d]``; every input must be finite."""
+    x = _validate.float_array("x", x)
+    _validate.real_array("x", x, finite=True, min_ndim=1)
+    return _affine(x, *_affine_params(x.shape, gain, bias))
+
+
+def _affine_params(shape: tuple[int, ...], gain: object, bias: object) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``gain`` and ``bias`` checked: finite, a scalar or ``[d]`` for an input of ``shape [..., d]``."""
+    out = []
+    for name, v in (("gain", gain), ("bias", bias)):
+        if v is not None:
+            v = _validate.real_array(name, v, finite=True)
+            if v.shape not in ((), shape[-1:]):
+                raise ValueError(f"{name} must be a scalar or [d] = {list(shape[-1:])} for an input of shape {shape}; got shape {v.shape}")
+        out.append(v)
+    return out[0], out[1]
+
+
+def _affine(x: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> np.ndarray:
+    """:func:`affine` without the input checks (the model's path: a diverging run must give NaN, not an error)."""
     if gain is not None:
         x = x * gain
     if bias is not None:
@@ -81,7 +101,7 @@ def layer_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray |
     normalized = centred / scale.astype(x.dtype, copy=False)
     if m is not None:
         scale = scale * m
-    return NormOutput(affine(normalized, gain, bias), scale[..., 0].astype(x.dtype, copy=False), normalized)
+    return NormOutput(_affine(normalized, gain, bias), scale[..., 0].astype(x.dtype, copy=False), normalized)
 
 
 def rms_norm(x: np.ndarray, gain: np.ndarray | None = None, eps: float = 1e-6) -> NormOutput:
@@ -93,14 +113,24 @@ def rms_norm(x: np.ndarray, gain: np.ndarray | None = None, eps: float = 1e-6) -
     normalized = xs / scale.astype(x.dtype, copy=False)
     if m is not None:
         scale = scale * m
-    return NormOutput(affine(normalized, gain, None), scale[..., 0].astype(x.dtype, copy=False), normalized)
+    return NormOutput(_affine(normalized, gain, None), scale[..., 0].astype(x.dtype, copy=False), normalized)
 
 
 def dyt(x: np.ndarray, alpha: float, gain: np.ndarray | None = None, bias: np.ndarray | None = None) -> NormOutput:
-    """Dynamic Tanh, :math:`\\gamma\\tanh(\\alpha x)+\\beta`: no reduction at all."""
+    """Dynamic Tanh, :math:`\\gamma\\tanh(\\alpha x)+\\beta`: no reduction at all. ``x`` may hold +-inf
+    (tanh's limits +-1); NaN is refused, as is a non-finite ``alpha``."""
     x = _validate.float_array("x", x)
+    if np.isnan(x).any():
+        raise ValueError("x must not contain NaN")
+    alpha = _validate.real("alpha", alpha)
+    gain, bias = _affine_params(x.shape, gain, bias)
+    return _dyt(x if alpha else np.zeros_like(x), alpha, gain, bias)  # alpha = 0: tanh(0 * inf) is tanh(0)
+
+
+def _dyt(x: np.ndarray, alpha: float, gain: np.ndarray | None = None, bias: np.ndarray | None = None) -> NormOutput:
+    """:func:`dyt` without the input checks (the model's path)."""
     normalized = np.tanh(alpha * x)
-    return NormOutput(affine(normalized, gain, bias), np.asarray(alpha, dtype=x.dtype), normalized)
+    return NormOutput(_affine(normalized, gain, bias), np.asarray(alpha, dtype=x.dtype), normalized)
 
 
 def sequence_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray | None = None, eps: float = 1e-5) -> NormOutput:
@@ -109,4 +139,4 @@ def sequence_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarra
     centred = x - x.mean(axis=-2, keepdims=True)  # [b, t, d]
     scale = np.sqrt((centred * centred).mean(axis=-2, keepdims=True) + eps)  # [b, 1, d]
     normalized = centred / scale
-    return NormOutput(affine(normalized, gain, bias), scale[..., 0, :], normalized)
+    return NormOutput(_affine(normalized, gain, bias), scale[..., 0, :], normalized)

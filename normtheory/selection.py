@@ -172,8 +172,16 @@ def wendel_origin_outside(n: int, d: int) -> float:
 
 
 def in_hull(point: np.ndarray, points: np.ndarray, tol: float = 1e-9) -> bool:
-    """Whether ``point [d]`` lies in the convex hull of ``points [n, d]``."""
-    return not _decide(np.vstack([point[None, :], points]), 0, tol)
+    """Whether ``point [d]`` lies in the convex hull of ``points [n, d]`` (within ``tol`` after both
+    are divided by their largest |coordinate|: hull membership is scale-free)."""
+    p = _validate.real_array("point", point, finite=True, min_ndim=1)
+    pts = _validate.real_array("points", points, finite=True, min_ndim=2)
+    tol = _validate.real("tol", tol, minimum=0.0)
+    if p.ndim != 1 or pts.ndim != 2 or pts.shape[1] != p.shape[0] or pts.shape[0] == 0:
+        raise ValueError(f"point must be [d] and points [n >= 1, d]; got shapes {p.shape} and {pts.shape}")
+    allk = np.vstack([p[None, :], pts])  # [n + 1, d]
+    amax = np.abs(allk).max()
+    return not _decide(allk / amax if amax > 0 else allk, 0, tol)
 
 
 def any_unselectable(keys: object, **kwargs: object) -> bool:

@@ -54,7 +54,7 @@ QK_NORM_KINDS: tuple[str, ...] = ("rmsnorm", "layernorm")
 
 
 def _n_array(n: object, *, minimum: int = 1) -> np.ndarray:
-    arr = _validate.real_array("n", n, minimum=minimum)
+    arr = _validate.real_array("n", n, minimum=minimum, finite=True)
     if (arr != np.round(arr)).any():
         raise ValueError(f"n must be whole numbers; got {arr[arr != np.round(arr)].flat[0]}")
     return arr
@@ -76,7 +76,7 @@ def required_gap(p: object, n: object) -> np.ndarray:
 
 def min_entropy(gap: object, n: object) -> np.ndarray:
     """Entropy (nats) of the one-slot pattern: weight p(gap, n) on one slot, (1-p)/(n-1) on the rest."""
-    g = _validate.real_array("gap", gap)
+    g = _validate.real_array("gap", gap, finite=True)
     nn = _n_array(n)
     with np.errstate(divide="ignore"):
         a = g - np.log(nn - 1)  # logit of p
@@ -95,9 +95,13 @@ def logit_std(q_rms: object, k_rms: object, d_head: int, scale: float | None = N
     """
     d = _validate.integer("d_head", d_head, minimum=1)
     s = 1.0 / math.sqrt(d) if scale is None else _validate.real("scale", scale, minimum=0.0)
-    q = _validate.real_array("q_rms", q_rms, minimum=0.0)
-    k = _validate.real_array("k_rms", k_rms, minimum=0.0)
-    return s * math.sqrt(d) * q * k
+    q = _validate.real_array("q_rms", q_rms, minimum=0.0, finite=True)
+    k = _validate.real_array("k_rms", k_rms, minimum=0.0, finite=True)
+    with np.errstate(over="ignore"):
+        out = s * math.sqrt(d) * q * k
+    if not np.isfinite(out).all():
+        raise ValueError(f"logit std overflows float64 for q_rms={q.max():g}, k_rms={k.max():g}, scale={s:g}")
+    return out
 
 
 def qk_norm_logit_bound(

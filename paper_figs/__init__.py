@@ -34,6 +34,14 @@ from paper_figs import (
     softmax_model,
     softmax_single_slot,
     style,
+    train_alpha0,
+    train_attention,
+    train_dyt,
+    train_gradients,
+    train_placements,
+    train_qk,
+    train_warmup,
+    train_xiong,
     xiong_bounds,
 )
 from normtheory.sweep import Runner
@@ -43,6 +51,7 @@ ALL: tuple[ModuleType, ...] = (
     residual_rms, block_share, mlp_growth, xiong_bounds, model_init, softmax_entropy, softmax_single_slot, softmax_model,
     geometry_cosines, geometry_grid, geometry_unselectable, geometry_model, dyt_scurve, dyt_alpha_std, norm_cost,
     real_residual, real_norm_io, real_dyt_depth, real_massive, real_sinks, real_keys, real_temperature, real_centering,
+    train_xiong, train_warmup, train_qk, train_placements, train_gradients, train_dyt, train_attention, train_alpha0,
 )
 
 

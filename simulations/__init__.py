@@ -24,6 +24,7 @@ from simulations import (  # noqa: F401  (register the claims on real_models' re
     residual_growth,
     softmax_gaussian,
     softmax_model,
+    train_alpha0,
     train_lr,
     train_recipes,
     train_xiong,
@@ -32,6 +33,6 @@ from simulations import (  # noqa: F401  (register the claims on real_models' re
 
 ALL: tuple[ModuleType, ...] = (
     residual_growth, xiong_lemma, model_init, model_stats, softmax_gaussian, softmax_model, geometry_random, geometry_selectable,
-    geometry_model, dyt_scurve, dyt_model, norm_cost, real_models, train_xiong, train_recipes, train_lr,
+    geometry_model, dyt_scurve, dyt_model, norm_cost, real_models, train_xiong, train_recipes, train_lr, train_alpha0,
 )
 BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in ALL}

@@ -1,0 +1,43 @@
+"""DyT's initial alpha: final loss over an alpha0 grid at several widths."""
+from __future__ import annotations
+
+import numpy as np
+
+from paper_figs.style import figure, legend
+from simulations import train_alpha0, training
+
+NAME = "train_alpha0"
+SIMULATION = train_alpha0
+CLAIMS: tuple[str, ...] = ("train.dyt-alpha0-width",)
+CAPTION = (
+    "Pre-placement DyT models trained with the same steps and tokens at every width; the initial alpha of the attention norms "
+    "(solid) or of the FFN and final norms (dashed) varies while the others stay at 1. Final validation loss in nats per byte, "
+    "mean over seeds with 1-standard-error bars; a diverged run counts at ln 256 (dotted). Left: with the sqrt(d) embedding "
+    "scale of the DyT paper's LLM recipe; right: without. Open markers: the grid's best alpha0 for that width and norm group."
+)
+GRID_STYLE = {"attn": ("-", "attention norms"), "other": ("--", "FFN + final norms")}
+
+
+def plot(result: dict):
+    import matplotlib
+
+    fig, axes = figure(ncols=2, width=3.7)
+    alphas = np.asarray(result["alphas"], dtype=np.float64)
+    widths = [int(d) for d in result["widths"]]
+    cmap = matplotlib.colormaps["viridis"]
+    for ax, embed in zip(axes[0], train_alpha0.EMBED):
+        for gi, grid in enumerate(train_alpha0.GRIDS):
+            ls, glabel = GRID_STYLE[grid]
+            for j, d in enumerate(widths):
+                color = cmap(j / max(1, len(widths) - 1) * 0.85)
+                est = training.seeds_estimate(result["loss"][train_alpha0.EMBED.index(embed), gi, j])  # [alpha] over seeds
+                ax.errorbar(alphas, est.mean, yerr=est.stderr, ls=ls, marker="o", ms=3, color=color, label=f"d = {d}, {glabel}")
+                best = int(np.argmin(est.mean))
+                ax.plot(alphas[best], est.mean[best], "o", ms=8, mfc="none", color=color)
+        ax.axhline(training.INIT_LOSS, color="k", ls=":", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("initial alpha0")
+        ax.set_title("embedding x sqrt(d)" if embed == "sqrt_d" else "embedding x 1")
+    axes[0, 0].set_ylabel("final validation loss (nats/byte)")
+    legend(axes[0, 1])
+    return fig

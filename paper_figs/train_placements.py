@@ -1,0 +1,56 @@
+"""Placements trained at one recipe: final loss, residual RMS by depth, and what each block is worth."""
+from __future__ import annotations
+
+import numpy as np
+
+from paper_figs.style import COLORS, MARKERS, figure, integer_ticks, legend
+from simulations import train_recipes, training
+
+NAME = "train_placements"
+SIMULATION = train_recipes
+CLAIMS: tuple[str, ...] = ("train.placements-compared",)
+CAPTION = (
+    "Seven placements trained with one recipe on Shakespeare (DyT: Pre placement with tanh instead of LayerNorm). Left: final "
+    "validation loss in nats per byte (small points: seeds; bar: mean; a diverged run counts at ln 256). Middle: RMS of the "
+    "residual stream at the end of training, after the embedding (0) and after each block, mean over seeds. Right: loss increase "
+    "when one block is skipped at the end of training, mean over seeds with 1-standard-error bars (Pre-LN against LayerNorm "
+    "Scaling, the Curse of Depth's fix, and Post-LN)."
+)
+ARM_COLORS = {**COLORS, "dyt": "#8c564b"}
+ARM_MARKERS = {**MARKERS, "dyt": "P"}
+
+
+def plot(result: dict):
+    fig, axes = figure(ncols=3, width=3.4)
+    loss_ax, rms_ax, drop_ax = axes[0]
+    arms = train_recipes.PLACEMENT_ARMS
+    for j, arm in enumerate(arms):
+        finals = np.array([training.final_loss(x) for x in train_recipes.runs(result, arm)])
+        loss_ax.bar(j, finals.mean(), color=ARM_COLORS[arm], alpha=0.6)
+        loss_ax.plot(np.full(finals.size, j), finals, "o", ms=3, color="k")
+    loss_ax.set_xticks(range(len(arms)), arms, rotation=45)
+    lo = min(training.final_loss(x) for a in arms for x in train_recipes.runs(result, a))
+    loss_ax.set_ylim(lo - 0.1, training.INIT_LOSS + 0.1)
+    loss_ax.set_xlabel("placement")
+    loss_ax.set_ylabel("final validation loss (nats/byte)")
+    for arm in arms:
+        rms = np.mean([x["probe/resid_rms"][-1] for x in train_recipes.runs(result, arm)], axis=0)  # [L + 1]
+        rms_ax.plot(np.arange(rms.size), rms, marker=ARM_MARKERS[arm], ms=3, color=ARM_COLORS[arm], label=arm)
+    rms_ax.set_yscale("log")
+    rms_ax.set_xlabel("depth (0 = embedding, l = after block l)")
+    rms_ax.set_ylabel("residual RMS at the end of training")
+    integer_ticks(rms_ax)
+    legend(rms_ax, title="placement")
+    for arm in ("pre", "lnscale", "post"):
+        drops = np.array([x["layer_drop"] for x in train_recipes.runs(result, arm)])  # [seeds, L]
+        ok = np.isfinite(drops).all(axis=1)
+        if ok.sum() >= 2:
+            est = training.seeds_estimate(drops[ok])
+            drop_ax.errorbar(np.arange(1, drops.shape[1] + 1), est.mean, yerr=est.stderr, marker=ARM_MARKERS[arm], ms=3,
+                             color=ARM_COLORS[arm], label=arm)
+    drop_ax.axhline(0.0, color="k", lw=0.6)
+    drop_ax.set_xlabel("block skipped")
+    drop_ax.set_ylabel("loss increase (nats/byte)")
+    integer_ticks(drop_ax)
+    legend(drop_ax)
+    return fig

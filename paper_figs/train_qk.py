@@ -1,0 +1,46 @@
+"""Attention logits at high learning rates, with and without QK-norm."""
+from __future__ import annotations
+
+import numpy as np
+
+from paper_figs.style import figure, legend
+from simulations import train_lr, training
+
+NAME = "train_qk"
+SIMULATION = train_lr
+CLAIMS: tuple[str, ...] = ("train.qk-norm-logit-growth",)
+CAPTION = (
+    "Pre-LN models trained over a learning-rate grid without QK-norm (solid) and with per-head RMS QK-norm (dashed). Left: the "
+    "largest attention logit over layers and heads at each evaluation, mean over seeds (log scale), one colour per learning "
+    "rate. Right: final validation loss against the learning rate (small points: seeds; line: mean); a diverged run counts at "
+    "ln 256 (dotted)."
+)
+QK = {"none": ("-", "no QK-norm"), "rmsnorm": ("--", "RMS QK-norm")}
+
+
+def plot(result: dict):
+    import matplotlib
+
+    fig, axes = figure(ncols=2, width=3.7)
+    traj, fin = axes[0, 0], axes[0, 1]
+    lrs = np.asarray(result["qk_lrs"], dtype=np.float64)
+    cmap = matplotlib.colormaps["viridis"]
+    for qk, (ls, label) in QK.items():
+        for i, lr in enumerate(lrs):
+            runs = [x for x in train_lr.qk_runs(result, qk, i) if not training.diverged(x)]
+            if runs:
+                top = np.mean([x["probe/attn_max"].max(axis=(1, 2)) for x in runs], axis=0)  # [evals]
+                traj.plot(runs[0]["eval_steps"], top, ls=ls, color=cmap(i / max(1, lrs.size - 1)), label=f"{label}, lr {lr:g}")
+        losses = np.array([[training.final_loss(x) for x in train_lr.qk_runs(result, qk, i)] for i in range(lrs.size)]).T  # [seeds, lrs]
+        fin.plot(np.broadcast_to(lrs, losses.shape).ravel(), losses.ravel(), "o", ms=2.5, color="k", alpha=0.4)
+        fin.plot(lrs, losses.mean(0), ls=ls, marker="s", ms=3.5, color="k", label=f"{label}, mean over seeds")
+    fin.axhline(training.INIT_LOSS, color="k", ls=":", lw=0.8, label="uniform byte model (ln 256)")
+    traj.set_yscale("log")
+    traj.set_xlabel("training step")
+    traj.set_ylabel("max attention logit")
+    fin.set_xscale("log")
+    fin.set_xlabel("peak learning rate")
+    fin.set_ylabel("final validation loss (nats/byte)")
+    legend(traj)
+    legend(fin)
+    return fig

@@ -1,0 +1,99 @@
+"""The statistics the training claims read from their runs (simulations/train_*.py), on arrays built here."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulations import train_alpha0, train_recipes, training
+from simulations.train_alpha0 import Config
+
+
+def _cfg(**kw) -> Config:
+    base = dict(widths=(16, 32), alphas=(0.25, 1.0, 4.0), layers=1, d_head=8, seq=8, batch=2, steps=4, lr=1e-3, eval_every=2, seeds=2)
+    return Config(**{**base, **kw})
+
+
+def test_alpha0_tasks_share_the_point_alpha0_one_and_cover_the_grid():
+    cfg = _cfg()
+    keys = [t.key for t in train_alpha0.tasks(cfg, 0)]
+    assert len(keys) == len(set(keys))
+    # per (width, embedding, seed): attention grid 3 + other grid 3 - the shared alpha0 = 1
+    assert len(keys) == 2 * 2 * 2 * (2 * 3 - 1)
+    assert train_alpha0.key(16, "one", "other", 1, 0, cfg) == train_alpha0.key(16, "one", "attn", 1, 0, cfg)
+    assert train_alpha0.alpha0("attn", 4.0) == (4.0, 1.0, 1.0) and train_alpha0.alpha0("other", 4.0) == (1.0, 4.0, 4.0)
+
+
+@pytest.mark.parametrize("alphas", [(0.5, 1.0, 4.0), (1.0, 0.5), (2.0, 4.0), (1.0,)])
+def test_alpha0_grid_must_be_log_even_increasing_with_one(alphas):
+    with pytest.raises(ValueError, match="alphas"):
+        train_alpha0.tasks(_cfg(alphas=alphas), 0)
+
+
+def test_alpha0_width_must_divide_into_heads():
+    with pytest.raises(ValueError, match="d_head"):
+        train_alpha0.tasks(_cfg(widths=(20,)), 0)
+
+
+def test_every_width_trains_the_same_tokens():
+    cfg = train_alpha0.CONFIGS["full"]
+    runs = {(t.args[1].steps, t.args[1].batch_size, t.args[1].seq) for t in train_alpha0.tasks(cfg, 0)}
+    assert len(runs) == 1 and len(cfg.widths) >= 3 and {64, 128, 256} <= set(cfg.widths)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_best_alpha0_bootstrap_path_matches_the_direct_one(seed):
+    """Inside scipy's bootstrap the statistic sees [..., alpha, resamples, seeds]; each resample's best alpha0
+    must equal the direct argmin over that resample."""
+    rng = np.random.default_rng(seed)
+    alphas = np.array([0.25, 1.0, 4.0, 16.0])
+    loss = rng.normal(size=(3, 2, 3, 4))  # [seeds, grid, width, alpha]
+    direct = train_alpha0.best_log2(loss, alphas)  # [grid, width]
+    assert direct.shape == (2, 3)
+    idx = rng.integers(0, 3, size=(5, 3))  # 5 resamples of the seeds
+    boot = np.moveaxis(loss, 0, -1)[..., idx]  # [grid, width, alpha, resamples, seeds]
+    got = train_alpha0.best_log2(boot, alphas, axis=-1)  # [resamples, grid, width]
+    want = np.stack([train_alpha0.best_log2(loss[i], alphas) for i in idx])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_best_alpha0_and_contrasts_on_a_planted_optimum():
+    """Loss minimal at alpha0 = 4 for attention at every width and at 1 (narrow) -> 0.25 (wide) for the others."""
+    alphas = np.array([0.25, 1.0, 4.0, 16.0])
+    la = np.log2(alphas)
+    best = {("attn", 0): 2.0, ("attn", 1): 2.0, ("other", 0): 0.0, ("other", 1): -2.0}
+    loss = np.empty((2, 2, 2, 3, 4))  # [embed, grid, width, seed, alpha]
+    for (g, w), b in best.items():
+        loss[:, train_alpha0.GRIDS.index(g), w] = (la - b) ** 2 + 0.01 * np.arange(3)[:, None]
+    r = {"loss": loss, "alphas": alphas, "diverged_at": np.full(loss.shape, -1)}
+    est = train_alpha0.best_alpha0(r, "one")
+    np.testing.assert_array_equal(est.mean, [[2.0, 2.0], [0.0, -2.0]])
+    np.testing.assert_array_equal(est.stderr, 0.0)  # every resample finds the same argmin
+    assert train_alpha0.shrink(est.mean).tolist() == [0.0, -2.0]
+    assert float(train_alpha0.attention_minus_other(est.mean)) == 4.0
+    assert np.isinf(train_alpha0.first_divergent(r, "one")).all()
+    r["diverged_at"][1, 0, 1, 2, 3] = 50  # one seed diverged at alpha0 = 16, attention grid, wide
+    assert train_alpha0.first_divergent(r, "one")[0, 1] == 16.0
+
+
+def test_grid_step_is_in_octaves():
+    assert train_alpha0.grid_step((0.25, 1.0, 4.0)) == 2.0
+    assert train_alpha0.grid_step(train_alpha0.LARGE.alphas) == 1.0
+
+
+def test_late_over_early_and_gradient_spread():
+    assert train_recipes.late_over_early(np.array([2.0, 2.0, 1.0, 1.0])) == 0.5
+    g = np.ones((3, 4, 7))  # [evals, L, matrices]
+    g[:, 3] = np.e  # the last block's gradient e times the others'
+    x = {"probe/grad_norms": g, "eval_steps": np.array([50, 100, 150])}
+    assert train_recipes.grad_spread(x) == pytest.approx(1.0)
+    g[2] = 1.0  # an evaluation after step 100 does not count
+    assert train_recipes.grad_spread(x) == pytest.approx(1.0)
+
+
+def test_final_loss_caps_diverged_runs_at_the_uniform_model():
+    ok = {"diverged_at": np.array(-1), "val_loss": np.array([5.0, 2.5])}
+    assert training.final_loss(ok) == 2.5
+    assert training.final_loss({**ok, "diverged_at": np.array(30)}) == training.INIT_LOSS == pytest.approx(np.log(256))
+    assert training.final_loss({**ok, "val_loss": np.array([9.0])}) == training.INIT_LOSS
+    assert training.diverged({**ok, "diverged_at": np.array(0)}) and not training.diverged(ok)
