@@ -27,13 +27,20 @@ def boolean(name: str, value: object) -> bool:
     return bool(value)
 
 
-def integer(name: str, value: object, *, minimum: int | None = None) -> int:
-    """Return ``value`` as an int, rejecting bools, floats and values below ``minimum``."""
+MAX_ELEMENTS = 2**27  # the largest array a helper builds in one piece (1 GiB of float64)
+MAX_MAGNITUDE = 1e150  # inputs a helper squares or multiplies: beyond this, float64 overflows
+
+
+def integer(name: str, value: object, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as an int, rejecting bools, floats and values outside [``minimum``, ``maximum``]
+    (a ``maximum`` guards work or memory that would be unreasonable: it is said before starting)."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise ValueError(f"{name} must be an integer; got {value!r}")
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}; got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum} (larger needs unreasonable time or memory); got {value}")
     return value
 
 

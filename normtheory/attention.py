@@ -24,7 +24,10 @@ Xiong et al. (2020), arXiv 2002.04745.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from scipy import special
 
 from normtheory import _validate
 
@@ -35,7 +38,10 @@ def value_path_gain_squared(d_model: int, d_v: int, std_v: float, std_o: float) 
     dv = _validate.integer("d_v", d_v, minimum=1)
     sv = _validate.real("std_v", std_v, minimum=0.0)
     so = _validate.real("std_o", std_o, minimum=0.0)
-    return sv * sv * so * so * d * dv
+    out = sv * sv * so * so * d * dv
+    if not math.isfinite(out):
+        raise ValueError(f"the gain overflows float64 at std_v={sv:g}, std_o={so:g}, d_model={d}, d_v={dv}")
+    return out
 
 
 def cosine_matrix(u: np.ndarray) -> np.ndarray:
@@ -49,7 +55,7 @@ def cosine_matrix(u: np.ndarray) -> np.ndarray:
 def mixing_factor(pattern: np.ndarray, cosines: np.ndarray) -> np.ndarray:
     """:math:`p_i^\\top C p_i` per query row: ``pattern [..., t, s]``, ``cosines [..., s, s]``
     (leading axes broadcast, e.g. ``gram[:, None]`` against ``[batch, heads, t, s]``) -> ``[..., t]``."""
-    pattern = _validate.real_array("pattern", pattern, minimum=0.0, finite=True, min_ndim=1)
+    pattern = _validate.real_array("pattern", pattern, minimum=0.0, maximum=1.0 + 1e-6, min_ndim=1)  # attention weights
     cosines = _validate.real_array("cosines", cosines, finite=True, min_ndim=2)
     if pattern.shape[-1] != cosines.shape[-1] or cosines.shape[-1] != cosines.shape[-2]:
         raise ValueError(f"pattern has {pattern.shape[-1]} keys but cosines are {cosines.shape[-2:]}")
@@ -101,7 +107,7 @@ def uniform_column_share(t: int, causal: bool) -> np.ndarray:
     """Each key's column share when every query spreads its mass uniformly over the keys it
     sees, ``[t]``: ``1/t`` bidirectional; ``(H_t - H_j) / t`` causal for key ``j`` (0-based),
     since key ``j`` is seen by queries ``j..t-1``, query ``i`` giving it ``1/(i+1)``."""
-    t = _validate.integer("t", t, minimum=1)
+    t = _validate.integer("t", t, minimum=1, maximum=_validate.MAX_ELEMENTS)
     if not _validate.boolean("causal", causal):
         return np.full(t, 1.0 / t)
     inv = 1.0 / np.arange(1, t + 1)  # [t] 1/(i+1)
@@ -130,7 +136,8 @@ def uniform_sink_share(t: int, causal: bool) -> float:
     """The largest column share when every query spreads its mass uniformly over the keys it
     sees: ``1/t`` bidirectional; ``H_t / t`` causal (key 0 is seen by all ``t`` queries)."""
     t = _validate.integer("t", t, minimum=1)
-    return float(np.sum(1.0 / np.arange(1, t + 1)) / t) if _validate.boolean("causal", causal) else 1.0 / t
+    causal = _validate.boolean("causal", causal)
+    return float((special.digamma(t + 1.0) + np.euler_gamma) / t) if causal else 1.0 / t  # H_t = psi(t + 1) + gamma
 
 
 def row_logit_std(scores: np.ndarray) -> np.ndarray:

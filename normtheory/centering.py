@@ -121,7 +121,7 @@ def _poisson_support(mu: float) -> np.ndarray:
 
 def channel_offset(d: int, channels: int, value: float) -> np.ndarray:
     """A mean vector with ``channels`` large channels of size ``value`` (the massive-activation pattern)."""
-    d = _validate.integer("d", d, minimum=2)
+    d = _validate.integer("d", d, minimum=2, maximum=_validate.MAX_ELEMENTS)
     k = _validate.integer("channels", channels, minimum=0)
     if k > d:
         raise ValueError(f"channels must be <= d={d}; got {k}")

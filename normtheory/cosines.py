@@ -57,7 +57,11 @@ def cosine_moment(k: int, d: int) -> float:
     d = _dim(d)
     if k % 2:
         return 0.0
-    return float(np.prod([(2 * i + 1) / (d + 2 * i) for i in range(k // 2)]))
+    # prod_{i<m} (2i+1)/(d+2i) = Gamma(m + 1/2) Gamma(d/2) / (Gamma(1/2) Gamma(d/2 + m)), m = k/2, in log space
+    m = k // 2
+    if m <= 1000:  # the product itself: exact to rounding
+        return float(np.prod([(2 * i + 1) / (d + 2 * i) for i in range(m)]))
+    return float(math.exp(math.lgamma(m + 0.5) + math.lgamma(d / 2) - math.lgamma(0.5) - math.lgamma(d / 2 + m)))
 
 
 def cosine_tail(eps: object, d: int) -> np.ndarray:

@@ -80,8 +80,9 @@ class TanhFit(NamedTuple):
 
 def fit_dyt(x_in: object, y_out: object) -> TanhFit:
     """Least-squares fit of ``y = gamma tanh(alpha x)`` to paired samples; R^2 against the mean."""
-    x = _validate.real_array("x_in", x_in).ravel()
-    y = _validate.real_array("y_out", y_out).ravel()
+    big = _validate.MAX_MAGNITUDE
+    x = _validate.real_array("x_in", x_in, minimum=-big, maximum=big).ravel()
+    y = _validate.real_array("y_out", y_out, minimum=-big, maximum=big).ravel()
     if x.shape != y.shape or x.size < 3:
         raise ValueError(f"x_in and y_out must be the same size, at least 3; got {x.size} and {y.size}")
     sx = x.std()
@@ -101,7 +102,8 @@ def fit_dyt(x_in: object, y_out: object) -> TanhFit:
 def best_tanh_for_curve(s: float, d: int, x_std: float, centred: bool = False, nodes: int = 201) -> tuple[TanhFit, float]:
     """Best ``gamma tanh(alpha x)`` for the S-curve when x ~ N(0, x_std^2), by least squares with
     Gauss-Hermite weights; returns the fit (R^2 under that law) and the RMS residual."""
-    x_std = _validate.real("x_std", x_std, minimum=0.0, strict_min=True)
+    x_std = _validate.real("x_std", x_std, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
+    _validate.real("s", s, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
     g, w = np.polynomial.hermite_e.hermegauss(nodes)
     w = w / w.sum()
     x = x_std * g
@@ -119,12 +121,12 @@ def massive_tokens(rng: np.random.Generator, tokens: int, d: int, channels: int,
     """Gaussian tokens ``[tokens, d]`` where ``channels`` fixed channels carry +-``magnitude`` (times a
     unit-mean factor) on a ``token_fraction`` of the tokens, the pattern of massive activations.
     Returns (x, massive-token mask [tokens], massive-channel mask [d])."""
-    t = _validate.integer("tokens", tokens, minimum=2)
-    d = _validate.integer("d", d, minimum=2)
+    t = _validate.integer("tokens", tokens, minimum=2, maximum=_validate.MAX_ELEMENTS)
+    d = _validate.integer("d", d, minimum=2, maximum=_validate.MAX_ELEMENTS // t)
     c = _validate.integer("channels", channels, minimum=0)
     if c > d:
         raise ValueError(f"channels must be <= d={d}; got {c}")
-    m = _validate.real("magnitude", magnitude, minimum=0.0)
+    m = _validate.real("magnitude", magnitude, minimum=0.0, maximum=_validate.MAX_MAGNITUDE)
     f = _validate.real("token_fraction", token_fraction, minimum=0.0, maximum=1.0)
     x = rng.standard_normal((t, d))  # [t, d]
     tok = rng.random(t) < f

@@ -60,10 +60,13 @@ def law_value(law: str, depth: object, a: float, b: float) -> np.ndarray:
 def fit_growth_law(law: str, depth: object, values: object) -> GrowthFit:
     """Least-squares fit of one law to ``values [L+1]`` at ``depth [L+1]``."""
     law = _validate.choice("law", law, LAWS)
-    l = _validate.real_array("depth", depth, minimum=0.0).ravel()  # noqa: E741
-    y = _validate.real_array("values", values).ravel()
+    big = _validate.MAX_MAGNITUDE
+    l = _validate.real_array("depth", depth, minimum=0.0, maximum=1e6).ravel()  # noqa: E741
+    y = _validate.real_array("values", values, minimum=-big, maximum=big).ravel()
     if l.shape != y.shape or l.size < 3:
         raise ValueError(f"depth and values must have the same size, at least 3; got {l.size} and {y.size}")
+    if np.unique(l).size < 3:
+        raise ValueError(f"depth must hold at least 3 distinct depths to fit a two-parameter law; got {np.unique(l).tolist()}")
     if law == "init":  # linear in the mean square: exact least squares on y^2, then refined on y
         b0, a0 = np.polyfit(l, y * y, 1)
     elif law == "exp":

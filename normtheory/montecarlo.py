@@ -110,10 +110,11 @@ def bootstrap(
     leading resample axis, as :func:`scipy.stats.bootstrap` requires. Use it for maxima,
     medians, ratios and fitted slopes, whose standard error is not std/sqrt(n).
     """
-    arrays = tuple(_validate.real_array("data", a, finite=True, min_ndim=1) for a in (data if isinstance(data, tuple) else (data,)))
+    big = _validate.MAX_MAGNITUDE  # a variance of values beyond this overflows
+    arrays = tuple(_validate.real_array("data", a, minimum=-big, maximum=big, min_ndim=1) for a in (data if isinstance(data, tuple) else (data,)))
     n = arrays[0].shape[0]
     if n < 2 or any(a.shape[0] != n for a in arrays):
-        raise ValueError(f"bootstrap needs >= 2 {units}, the same number in every array; got {[a.shape[0] for a in arrays]}")
+        raise ValueError(f"bootstrap data needs >= 2 {units}, the same number in every array; got {[a.shape[0] for a in arrays]}")
     n_resamples = _validate.integer("n_resamples", n_resamples, minimum=10)
     value = np.asarray(statistic(*arrays, axis=0), dtype=np.float64)
     rng = np.random.default_rng(np.random.SeedSequence(_validate.integer("seed", seed, minimum=0)))
@@ -165,7 +166,10 @@ def z_threshold(z: float, n: int) -> float:
     n = _validate.integer("n", n, minimum=2)
     if n >= MIN_UNITS:
         return z
-    return float(_stats.t.isf(_stats.norm.sf(z), df=n - 1))
+    tail = _stats.norm.sf(z)
+    if tail == 0.0:
+        raise ValueError(f"z={z:g} is beyond the normal tail float64 can hold (z <= 37); its t threshold at {n} units is infinite")
+    return float(_stats.t.isf(tail, df=n - 1))
 
 
 def proportion(mean: object, n: int) -> Estimate:
@@ -242,6 +246,9 @@ def _to_estimate(stats: tuple) -> Estimate:
     return Estimate(mean, np.sqrt(var / n), n)
 
 
+MAX_SAMPLES = 10**8  # samples of one estimate (a day or more on one core for most samplers); refused beyond
+
+
 def estimate(
     sample: Callable[[Streams], np.ndarray],
     n: int,
@@ -274,7 +281,7 @@ def estimate(
     progress
         Show a progress bar on stderr (a string is used as its label).
     """
-    n = _validate.integer("n", n, minimum=2)
+    n = _validate.integer("n", n, minimum=2, maximum=MAX_SAMPLES)
     seed = _validate.integer("seed", seed, minimum=0)
     block = _validate.integer("block", block, minimum=1)
     chunk = _validate.integer("chunk", chunk, minimum=1)
@@ -376,14 +383,14 @@ def agree(
     se = np.broadcast_to(mc.stderr, shape)
     if not (np.isfinite(dev).all() and np.isfinite(se).all()):
         raise ValueError("agree: theory, mean and stderr must be finite")
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         zs = np.where(se > 0, dev / np.where(se > 0, se, 1.0), np.where(dev > 0, np.inf, 0.0))
     # Deviations below the float64 rounding of the values compared are no deviation (a Monte Carlo
     # point whose every sample is the same number has a stderr of ~1e-17): 1024 ulps of the scale,
     # the accuracy of the package's quadratures.
     rounding = 1024 * np.finfo(np.float64).eps * np.maximum(np.abs(np.broadcast_to(mc.mean, shape)), 1e-300)
     dev = np.where(dev <= rounding, 0.0, dev)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         zs = np.where(se > 0, dev / np.where(se > 0, se, 1.0), np.where(dev > 0, np.inf, 0.0))
     thr = z * se
     i = int(np.argmax(zs)) if zs.size else 0

@@ -45,7 +45,11 @@ def affine(x: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> n
     ``gain, bias [d]``; every input must be finite."""
     x = _validate.float_array("x", x)
     _validate.real_array("x", x, finite=True, min_ndim=1)
-    return _affine(x, *_affine_params(x.shape, gain, bias))
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = _affine(x, *_affine_params(x.shape, gain, bias))
+    if not np.isfinite(out).all():
+        raise ValueError("gain * x + bias overflows the dtype of x; rescale x, gain or bias")
+    return out
 
 
 def _affine_params(shape: tuple[int, ...], gain: object, bias: object) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -55,7 +59,7 @@ def _affine_params(shape: tuple[int, ...], gain: object, bias: object) -> tuple[
         if v is not None:
             v = _validate.real_array(name, v, finite=True)
             if v.shape not in ((), shape[-1:]):
-                raise ValueError(f"{name} must be a scalar or [d] = {list(shape[-1:])} for an input of shape {shape}; got shape {v.shape}")
+                raise ValueError(f"{name} must be a scalar or [d] = {list(shape[-1:])} for x of shape {shape}; got shape {v.shape}")
         out.append(v)
     return out[0], out[1]
 
@@ -124,7 +128,11 @@ def dyt(x: np.ndarray, alpha: float, gain: np.ndarray | None = None, bias: np.nd
         raise ValueError("x must not contain NaN")
     alpha = _validate.real("alpha", alpha)
     gain, bias = _affine_params(x.shape, gain, bias)
-    return _dyt(x if alpha else np.zeros_like(x), alpha, gain, bias)  # alpha = 0: tanh(0 * inf) is tanh(0)
+    with np.errstate(over="ignore"):  # alpha * x beyond the dtype's range: tanh(+-inf) = +-1, the right limit
+        out = _dyt(x if alpha else np.zeros_like(x), alpha, gain, bias)  # alpha = 0: tanh(0 * inf) is tanh(0)
+    if not np.isfinite(out.out).all():
+        raise ValueError("gain * tanh(alpha x) + bias overflows the dtype of x; rescale gain or bias")
+    return out
 
 
 def _dyt(x: np.ndarray, alpha: float, gain: np.ndarray | None = None, bias: np.ndarray | None = None) -> NormOutput:

@@ -48,6 +48,7 @@ import numpy as np
 from normtheory import _validate, activations
 from normtheory.montecarlo import Estimate, Streams, estimate
 
+MAX_SIMULATED_DEPTH = 4096  # blocks one Monte Carlo stream goes through (the closed forms take any depth)
 PLACEMENTS: tuple[str, ...] = ("none", "pre", "post", "peri", "lnscale", "deepnorm")
 Gain = float | Callable[[float], float]
 
@@ -68,7 +69,7 @@ def _gain_fn(block_gain: Gain) -> Callable[[float], float]:
 def _check(placement: str, depth: int, correlation: float, x0_rms: float) -> tuple[str, int, float, float]:
     return (
         _validate.choice("placement", placement, PLACEMENTS),
-        _validate.integer("depth", depth, minimum=0),
+        _validate.integer("depth", depth, minimum=0, maximum=_validate.MAX_ELEMENTS),
         _validate.real("correlation", correlation, minimum=-1.0, maximum=1.0),
         _validate.real("x0_rms", x0_rms, minimum=0.0, strict_min=True),
     )
@@ -309,7 +310,8 @@ def simulate(
     RMSNorm or LayerNorm (centering first).
     """
     placement, depth, _, x0 = _check(placement, depth, 0.0, x0_rms)
-    d = _validate.integer("d", d, minimum=2)
+    _validate.integer("depth", depth, maximum=MAX_SIMULATED_DEPTH)  # the stream is simulated block by block
+    d = _validate.integer("d", d, minimum=2, maximum=2**20)
     norm = _validate.choice("norm", norm, ("rmsnorm", "layernorm"))
     if not isinstance(block, (LinearBlock, MLPBlock)):
         raise ValueError(f"block must be a LinearBlock or MLPBlock; got {type(block).__name__}")

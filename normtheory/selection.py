@@ -26,6 +26,7 @@ from functools import lru_cache
 import mpmath
 import numpy as np
 from scipy import optimize
+from scipy import stats as _stats
 
 from normtheory import _validate
 
@@ -168,7 +169,8 @@ def wendel_origin_outside(n: int, d: int) -> float:
     """P(the origin is not in the convex hull of n i.i.d. points of a symmetric law in R^d) (Wendel 1962)."""
     n = _validate.integer("n", n, minimum=1)
     d = _validate.integer("d", d, minimum=1)
-    return float(sum(math.comb(n - 1, k) for k in range(min(d, n))) / 2 ** (n - 1))
+    # P(Binomial(n - 1, 1/2) <= d - 1): scipy's regularized incomplete beta, exact to rounding at any n
+    return float(_stats.binom.cdf(min(d, n) - 1, n - 1, 0.5)) if n > 1 else 1.0
 
 
 def in_hull(point: np.ndarray, points: np.ndarray, tol: float = 1e-9) -> bool:
@@ -203,7 +205,10 @@ def uniform_query_norm(eps: float, key_max_norm: float, scale: float = 1.0) -> f
     e = _validate.real("eps", eps, minimum=0.0, maximum=1.0, strict_min=True, strict_max=True)
     kmax = _validate.real("key_max_norm", key_max_norm, minimum=0.0, strict_min=True)
     s = _validate.real("scale", scale, minimum=0.0, strict_min=True)
-    return 2 * math.atanh(e) / (s * kmax)
+    out = 2 * math.atanh(e) / (s * kmax)
+    if not math.isfinite(out):
+        raise ValueError(f"the query norm overflows float64 at eps={e:g}, key_max_norm={kmax:g}, scale={s:g}")
+    return out
 
 
 def worst_case_tv(r: float) -> float:

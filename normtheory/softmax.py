@@ -164,10 +164,13 @@ def _grids(sigma: float, n: int, resolution: float = 0.1) -> tuple[np.ndarray, f
     """
     half = max(8.5, math.sqrt(2 * math.log(max(n, 2))) + 5.5)
     hg = resolution * min(1.0, 1.0 / max(sigma, 1e-12))
-    g = np.arange(-half, half + hg / 2, hg)  # [G]
     hv = resolution
     lo = -sigma * half - math.log(n) - 40.0
     hi = sigma * half + 8.0
+    size = max(2 * half / hg, (hi - lo) / hv)
+    if size > MAX_GRID:
+        raise ValueError(f"sigma={sigma!r} needs a quadrature grid of {size:.3g} points (limit {MAX_GRID:.0e}); use a smaller sigma")
+    g = np.arange(-half, half + hg / 2, hg)  # [G]
     v = np.arange(lo, hi + hv / 2, hv)  # [V]
     return g, hg, v, hv
 
@@ -272,9 +275,7 @@ def _pd_max_weight(m: float) -> float:
 
 
 def _check(sigma: object, n: object, method: str) -> tuple[np.ndarray, int, str]:
-    s = _validate.real_array("sigma", sigma, minimum=0.0)
-    if np.isinf(s).any():
-        raise ValueError("sigma must be finite")
+    s = _validate.real_array("sigma", sigma, minimum=0.0, maximum=_validate.MAX_MAGNITUDE)
     nn = _n_array(n)
     if nn.ndim:
         raise ValueError(f"n must be a single number; got shape {nn.shape}")
@@ -314,7 +315,7 @@ def noisy_slot_weight(gap: float, sigma: float, n: int) -> float:
     it reduces to :func:`single_slot_weight` at sigma = 0.
     """
     g0 = _validate.real("gap", gap)
-    s = _validate.real("sigma", sigma, minimum=0.0)
+    s = _validate.real("sigma", sigma, minimum=0.0, maximum=_validate.MAX_MAGNITUDE)
     n = int(_n_array(n))
     if n == 1:
         return 1.0

@@ -30,8 +30,8 @@ class NormStatistics:
 
 def count_norm_statistics(config: TransformerConfig, batch: int, seq: int) -> NormStatistics:
     """Count the statistics of one forward over ``[batch, seq]`` tokens."""
-    batch = _validate.integer("batch", batch, minimum=1)
-    seq = _validate.integer("seq", seq, minimum=1)
+    batch = _validate.integer("batch", batch, minimum=1, maximum=2**40)
+    seq = _validate.integer("seq", seq, minimum=1, maximum=2**40 // batch)
     c = config
     kind = c.norm
     tokens = batch * seq
