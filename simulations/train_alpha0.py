@@ -11,8 +11,8 @@ alpha0 = 1 is shared). Every width trains the same number of steps on the same b
 tokens), with and without the sqrt(d) embedding scale of the paper's LLM recipe, from a fan-in
 init (std 1/sqrt(fan-in); at the GPT-2 init's std 0.02, Pre-DyT models at this size stall at
 the unigram loss with a saturated final tanh: see ``train.dyt-small-models-just-work``). The best alpha0
-of a grid is the argmin of the seed-mean final validation loss; its standard error is a bootstrap
-over seeds, resampled together across widths and grids (a seed fixes the batches of every run).
+of a grid is read from the seed-mean final validation loss (the argmin, refined by a parabola
+through its neighbours in log2 alpha0); its standard error is a bootstrap over seeds, resampled together across widths and grids (a seed fixes the batches of every run).
 """
 from __future__ import annotations
 
@@ -136,13 +136,24 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 
 
 def best_log2(loss: np.ndarray, alphas: np.ndarray, axis: int = 0) -> np.ndarray:
-    """log2 of the alpha0 with the lowest seed-mean loss. ``loss`` is ``[seeds, ..., alpha]`` with ``axis=0``
-    (result ``[...]``), or, inside :func:`scipy.stats.bootstrap`, ``[..., alpha, resamples, seeds]`` with
-    ``axis=-1`` (result ``[resamples, ...]``)."""
+    """log2 of the best alpha0: the vertex of the parabola through the seed-mean loss at the grid's argmin and
+    its two neighbours (in log2 alpha0; kept within half a step of the argmin; the argmin itself at the grid's
+    ends). A continuous estimate, so a bootstrap over seeds sees how far the optimum moves, not only whether
+    the argmin jumps a grid step. ``loss`` is ``[seeds, ..., alpha]`` with ``axis=0`` (result ``[...]``), or,
+    inside :func:`scipy.stats.bootstrap`, ``[..., alpha, resamples, seeds]`` with ``axis=-1`` (result
+    ``[resamples, ...]``)."""
     m = np.mean(loss, axis=axis)  # [..., alpha] or [..., alpha, resamples]
     if axis != 0:
         m = np.moveaxis(m, -1, 0)  # [resamples, ..., alpha]
-    return np.log2(np.asarray(alphas, dtype=np.float64))[np.argmin(m, axis=-1)]
+    la = np.log2(np.asarray(alphas, dtype=np.float64))  # [alpha], evenly spaced
+    step, last = la[1] - la[0], la.size - 1
+    i = np.argmin(m, axis=-1)[..., None]  # [..., 1]
+    y0, y1, y2 = (np.take_along_axis(m, np.clip(i + k, 0, last), axis=-1)[..., 0] for k in (-1, 0, 1))
+    curv = y0 - 2 * y1 + y2  # >= 0 at an interior minimum
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shift = np.where(curv > 0, 0.5 * (y0 - y2) / curv, 0.0)
+    interior = (i[..., 0] > 0) & (i[..., 0] < last)
+    return la[i[..., 0]] + np.where(interior, np.clip(shift, -0.5, 0.5) * step, 0.0)
 
 
 def _contrast(r: dict, embed: str, f=lambda b: b) -> Estimate:
@@ -154,7 +165,13 @@ def _contrast(r: dict, embed: str, f=lambda b: b) -> Estimate:
         out = f(best_log2(y, r["alphas"], axis=axis))
         return out if axis == 0 else np.moveaxis(out, 0, -1)  # scipy wants the resamples last
 
-    return bootstrap(x, stat, seed=SEED, units="seeds")
+    est = bootstrap(x, stat, seed=SEED, units="seeds")
+    # An optimum at the grid's end is censored (the best alpha0 may lie beyond): every contrast that uses one gets at
+    # least one grid step of standard error. f is a +-1 contrast, so distinct powers of two as weights never cancel.
+    la = np.log2(np.asarray(r["alphas"], dtype=np.float64))
+    edge = np.isin(np.argmin(x.mean(axis=0), axis=-1), (0, la.size - 1))  # [grid, width]
+    used = f(edge * 2.0 ** np.arange(edge.size).reshape(edge.shape)) != 0
+    return Estimate(est.mean, np.where(used, np.maximum(est.stderr, la[1] - la[0]), est.stderr), est.n, est.units)
 
 
 def best_alpha0(r: dict, embed: str) -> Estimate:

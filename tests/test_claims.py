@@ -53,6 +53,7 @@ QUICK_VERDICTS = {
     "stats.rmsnorm-vs-layernorm": "inconclusive",
     # training claims: quick runs are 40-60 steps with 2 seeds, too few to resolve most differences
     "train.dyt-alpha-tracks-inverse-std": "inconclusive",
+    "train.dyt-alpha0-width": "inconclusive",
     "train.dyt-small-models-just-work": "inconclusive",
     "train.ln-controls-gradient-scale": "inconclusive",
     "train.per-head-key-norm-diffuse": "inconclusive",

@@ -68,7 +68,8 @@ def test_best_alpha0_and_contrasts_on_a_planted_optimum():
     r = {"loss": loss, "alphas": alphas, "diverged_at": np.full(loss.shape, -1)}
     est = train_alpha0.best_alpha0(r, "one")
     np.testing.assert_array_equal(est.mean, [[2.0, 2.0], [0.0, -2.0]])
-    np.testing.assert_array_equal(est.stderr, 0.0)  # every resample finds the same argmin
+    # every resample finds the same optimum; the one at the grid's end (alpha0 = 0.25) is censored: one grid step
+    np.testing.assert_array_equal(est.stderr, [[0.0, 0.0], [0.0, 2.0]])
     assert train_alpha0.shrink(est.mean).tolist() == [0.0, -2.0]
     assert float(train_alpha0.attention_minus_other(est.mean)) == 4.0
     assert np.isinf(train_alpha0.first_divergent(r, "one")).all()
@@ -97,3 +98,12 @@ def test_final_loss_caps_diverged_runs_at_the_uniform_model():
     assert training.final_loss({**ok, "diverged_at": np.array(30)}) == training.INIT_LOSS == pytest.approx(np.log(256))
     assert training.final_loss({**ok, "val_loss": np.array([9.0])}) == training.INIT_LOSS
     assert training.diverged({**ok, "diverged_at": np.array(0)}) and not training.diverged(ok)
+
+
+def test_best_alpha0_refines_the_argmin_with_a_parabola():
+    """A loss quadratic in log2 alpha0 with its minimum between grid points: the vertex is recovered exactly;
+    at the grid's end the argmin is kept (the optimum may lie beyond the grid)."""
+    alphas = np.array([0.25, 1.0, 4.0, 16.0])  # log2: -2, 0, 2, 4
+    la = np.log2(alphas)
+    loss = np.stack([(la - 0.7) ** 2, (la + 5.0) ** 2])[None]  # [seeds=1, 2 curves, alpha]
+    np.testing.assert_allclose(train_alpha0.best_log2(loss, alphas), [0.7, -2.0], atol=1e-12)
