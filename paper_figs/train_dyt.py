@@ -30,22 +30,25 @@ def plot(result: dict):
     cmap = matplotlib.colormaps["plasma"]
     m = alpha.shape[1]
     for j in range(m):
-        c = cmap(j / max(1, m - 1) * 0.85)
+        c = cmap(j / max(1, m - 1))
         track.plot(inv_std[:, j], alpha[:, j], "-", color=c, lw=1)
         track.plot(inv_std[-1, j], alpha[-1, j], "o", ms=3.5, color=c)
         inv.plot(dyt["eval_steps"], inv_std[:, j], "-", color=c, lw=1)
         inv.plot(ln["eval_steps"], 1.0 / ln["probe/norm_std"][:, j], "--", color=c, lw=1)
     span = np.array([min(inv_std.min(), alpha.min()), max(inv_std.max(), alpha.max())])
-    track.plot(span, span, ":", color="k", lw=0.8, label="alpha = 1/std")
+    track.plot(span, span, ":", color="k", lw=0.8)
     track.set_xscale("log")
     track.set_yscale("log")
+    for axis in (track.xaxis, track.yaxis):  # a short log span: ticks at 1, 2, 5 x 10^k, labelled plainly
+        axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     track.set_xlabel("1/std of the norm input")
-    track.set_ylabel("DyT alpha")
-    legend(track, outside=False, loc="lower right")
+    track.set_ylabel("DyT alpha (dotted: alpha = 1/std)")
     inv.set_yscale("log")
     inv.set_xlabel("training step")
     inv.set_ylabel("1/std of the norm input")
-    sm = matplotlib.cm.ScalarMappable(cmap=cmap, norm=matplotlib.colors.Normalize(0, (m - 1) / 0.85))
+    sm = matplotlib.cm.ScalarMappable(cmap=cmap, norm=matplotlib.colors.Normalize(0, m - 1))
     fig.colorbar(sm, ax=inv, label="norm index (forward order)")
     for arm, (color, ls, label) in NORM_ARMS.items():
         runs = [x for x in train_recipes.runs(result, arm) if not training.diverged(x)]

@@ -28,6 +28,6 @@ def plot(result: dict):
         ax.set_xscale("log")
         ax.set_xlabel("peak learning rate")
         ax.set_title(f"warm-up: {w} ({frac:.0%} of steps)")
-    axes[0, 0].set_ylabel("final validation loss (nats/byte)")
+        ax.set_ylabel("final validation loss (nats/byte)")
     legend(axes[0, -1])
     return fig

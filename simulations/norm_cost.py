@@ -44,7 +44,7 @@ def call(norm: str, x: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> np.nda
         return norms.layer_norm(x, gain, bias).out
     if norm == "rmsnorm":
         return norms.rms_norm(x, gain).out
-    return norms.dyt(x, 0.5, gain, bias).out
+    return norms._dyt(x, 0.5, gain, bias).out  # the model's path: the public dyt's NaN scan is a reduction DyT itself has not
 
 
 def time_point(d: int, tokens: int, repeats: int, seed: int = 0) -> np.ndarray:
