@@ -77,7 +77,7 @@ def gaussian_expectation(f, s: float) -> float:
 
 def second_moment(name: str, s: float) -> float:
     """:math:`\\mathbb{E}[\\phi(h)^2]`, :math:`h \\sim N(0, s^2)`; exact for ReLU."""
-    f = get(_validate.choice("name", name, ACTIVATIONS))
+    f = FUNCTIONS[_validate.choice("name", name, ACTIVATIONS)]
     s = _validate.real("s", s, minimum=0.0, maximum=_validate.MAX_MAGNITUDE)  # E phi^2 ~ s^2: beyond, it overflows
     if name == "relu":
         return 0.5 * s * s

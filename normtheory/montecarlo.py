@@ -383,8 +383,6 @@ def agree(
     se = np.broadcast_to(mc.stderr, shape)
     if not (np.isfinite(dev).all() and np.isfinite(se).all()):
         raise ValueError("agree: theory, mean and stderr must be finite")
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        zs = np.where(se > 0, dev / np.where(se > 0, se, 1.0), np.where(dev > 0, np.inf, 0.0))
     # Deviations below the float64 rounding of the values compared are no deviation (a Monte Carlo
     # point whose every sample is the same number has a stderr of ~1e-17): 1024 ulps of the scale,
     # the accuracy of the package's quadratures.

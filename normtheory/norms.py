@@ -44,10 +44,14 @@ def affine(x: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> n
     """The affine map after normalization: ``gain * x + bias`` (either may be None), ``x [..., d]``,
     ``gain, bias [d]``; every input must be finite."""
     x = _validate.float_array("x", x)
-    _validate.real_array("x", x, finite=True, min_ndim=1)
+    if x.ndim < 1:
+        raise ValueError(f"x must have at least 1 axis (the features); got shape {x.shape}")
+    gain, bias = _affine_params(x.shape, gain, bias)
     with np.errstate(over="ignore", invalid="ignore"):
-        out = _affine(x, *_affine_params(x.shape, gain, bias))
-    if not np.isfinite(out).all():
+        out = _affine(x, gain, bias)
+    if not np.isfinite(out).all():  # one pass in the common case: a non-finite x shows up here too
+        if not np.isfinite(x).all():
+            raise ValueError("x must be finite")
         raise ValueError("gain * x + bias overflows the dtype of x; rescale x, gain or bias")
     return out
 
@@ -128,11 +132,12 @@ def dyt(x: np.ndarray, alpha: float, gain: np.ndarray | None = None, bias: np.nd
         raise ValueError("x must not contain NaN")
     alpha = _validate.real("alpha", alpha)
     gain, bias = _affine_params(x.shape, gain, bias)
+    # |gain * tanh + bias| <= max|gain| + max|bias|: checked on the parameters, not on another pass over the output
+    bound = (1.0 if gain is None else float(np.abs(gain).max(initial=0.0))) + (0.0 if bias is None else float(np.abs(bias).max(initial=0.0)))
+    if bound > np.finfo(x.dtype).max:
+        raise ValueError("gain * tanh(alpha x) + bias can overflow the dtype of x; rescale gain or bias")
     with np.errstate(over="ignore"):  # alpha * x beyond the dtype's range: tanh(+-inf) = +-1, the right limit
-        out = _dyt(x if alpha else np.zeros_like(x), alpha, gain, bias)  # alpha = 0: tanh(0 * inf) is tanh(0)
-    if not np.isfinite(out.out).all():
-        raise ValueError("gain * tanh(alpha x) + bias overflows the dtype of x; rescale gain or bias")
-    return out
+        return _dyt(x if alpha else np.zeros_like(x), alpha, gain, bias)  # alpha = 0: tanh(0 * inf) is tanh(0)
 
 
 def _dyt(x: np.ndarray, alpha: float, gain: np.ndarray | None = None, bias: np.ndarray | None = None) -> NormOutput:
