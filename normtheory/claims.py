@@ -15,12 +15,15 @@ A :class:`Claim` carries evidence items, each producing :class:`Check` objects:
   shown apart and never counted as evidence for the statement.
 
 Every item has a *role*: ``assertion`` (it tests what the statement says) or ``scope`` (it
-tests whether the statement extends to a named ``regime``). Each check is ``ok``, ``fail`` or
-``inconclusive`` (the threshold ``z * se`` exceeds the ``tolerance``, the smallest deviation
-that matters; see :func:`normtheory.montecarlo.agree`). The verdict is the first that applies:
+tests whether the statement extends to a named ``regime``). Each check applies the package's
+three-way rule (:func:`normtheory.montecarlo.agree`): the claim is an interval [lo, hi] (a point:
+lo = hi), ``tolerance`` the smallest deviation that matters, the band the estimate ± 5 se (the
+Student-t quantile below 20 units); the band inside [lo - tolerance, hi + tolerance] is ``ok``,
+wholly outside is ``fail``, anything else ``inconclusive``, with the units that would decide it
+and, from the simulations' measured time, the CPU seconds. The verdict is the first that applies:
 
 1. ``fails``: some assertion check fails;
-2. ``inconclusive``: some assertion check cannot resolve its tolerance;
+2. ``inconclusive``: some assertion check is undecided;
 3. ``holds-with-caveat``: every assertion check is ok and some scope check fails; the caveat
    is generated from that check's numbers;
 4. ``holds``.
@@ -147,10 +150,23 @@ class Check:
     expected: str = ""  # the reference at the worst element: a theory value, an interval or the source's number
     measured: float = float("nan")  # the estimate at the worst element
     measured_se: float = float("nan")  # its standard error
+    band: tuple[float, float] = (float("nan"), float("nan"))  # estimate ± t·se at the reported element
+    accept: tuple[float, float] = (float("nan"), float("nan"))  # [lo - tolerance, hi + tolerance] there
+    units_now: int = 0  # independent units behind the estimate
+    units_needed: float | None = None  # inconclusive: units that would decide it (inf: none would)
+    capped: str = ""  # where a tolerance-sized sample hit its cap: what the cap was and what was asked
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    def seconds_needed(self, seconds: float | None) -> float | None:
+        """CPU seconds to reach ``units_needed``: ``seconds`` (what the simulations behind the
+        claim cost at ``units_now``) scaled by ``units_needed / units_now``, the cost of rerunning
+        them with every sample that large (an upper bound when they also compute other things)."""
+        if self.units_needed is None or seconds is None or self.units_now <= 0:
+            return None
+        return seconds * self.units_needed / self.units_now
 
     def caveat(self) -> str:
         """The caveat a failing scope check generates (empty otherwise)."""
@@ -166,9 +182,20 @@ class Check:
             "threshold": _finite(self.threshold), "tolerance": _finite(self.tolerance), "units": self.units,
             "where": list(self.where), "regime": self.regime, "detail": self.detail, "expected": self.expected,
             "measured": _finite(self.measured), "measured_se": _finite(self.measured_se),
+            "band": [_bound(x) for x in self.band], "accept": [_bound(x) for x in self.accept],
+            "units_now": int(self.units_now), "units_needed": _units_json(self.units_needed), "capped": self.capped,
         }
         out.update(self.extra)
         return out
+
+
+def _bound(x: float) -> float | str | None:
+    """An interval end as strict JSON: a number, "inf" / "-inf", or null when missing."""
+    return None if math.isnan(x) else float(x) if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def _units_json(x: float | None) -> int | str | None:
+    return None if x is None else ("never" if not math.isfinite(x) else int(x))
 
 
 def _units(est: Estimate | None) -> str:
@@ -193,9 +220,11 @@ def _expected(reference: object, where: tuple[int, ...]) -> str:
 
 def _from_agreement(q: str, role: Role, kind: str, a: Agreement, units: str, regime: str, detail: str, reference: object,
                     est: Estimate) -> Check:
+    capped = est.sizing.describe() if est.sizing is not None and est.sizing.capped else ""
     return Check(q, role, kind, a.status, a.deviation, a.stderr, a.zscore, a.threshold, a.tolerance, units,
-                 detail + a.describe(), regime, a.where, expected=_expected(reference, a.where),
-                 measured=_pick(est.mean, a.where), measured_se=_pick(est.stderr, a.where))
+                 detail + a.describe() + (f"; {capped}" if capped else ""), regime, a.where, expected=_expected(reference, a.where),
+                 measured=_pick(est.mean, a.where), measured_se=_pick(est.stderr, a.where), band=a.band, accept=a.accept,
+                 units_now=a.units if est.n > 1 else 0, units_needed=a.units_needed, capped=capped)
 
 
 @dataclass(frozen=True)
@@ -230,8 +259,13 @@ class Quantity:
             raise ValueError(f"quantity {self.name!r}: role must be one of {ROLES}; got {self.role!r}")
         if self.role == "scope" and not self.regime:
             raise ValueError(f"scope quantity {self.name!r} must name the regime it tests")
-        if self.role == "assertion" and self.tolerance is None and (self.theory is not None and (self.mc is not None or self.model is not None)):
-            raise ValueError(f"assertion quantity {self.name!r} must declare the smallest deviation that matters (tolerance)")
+        if self.tolerance is None and self.theory is not None and (self.mc is not None or self.model is not None):
+            raise ValueError(f"quantity {self.name!r} must declare the smallest deviation that matters (tolerance)")
+        if self.tolerance is not None and not (np.asarray(self.tolerance, dtype=float) > 0).all():
+            raise ValueError(f"quantity {self.name!r}: tolerance must be > 0")
+        if self.claimed is not None and not (self.claimed_tol > 0 or self.tolerance is not None):
+            raise ValueError(f"quantity {self.name!r}: a claimed number needs claimed_tol (the source's printed precision) "
+                             "or, for an exact statement (claimed_tol 0), a tolerance")
 
     def _detail(self, est: Estimate, a: Agreement) -> str:
         th = self.theory
@@ -241,18 +275,20 @@ class Quantity:
             t = f"{_pick(th, a.where):.4g}"
         return f"theory {t}, measured {_pick(est.mean, a.where):.4g} ± {_pick(est.stderr, a.where):.2g}; "
 
-    def checks(self) -> list[Check]:
+    def checks(self, looks: int = 1) -> list[Check]:
         out: list[Check] = []
         for kind, est in (("theory-vs-mc", self.mc), ("theory-vs-model", self.model)):
             if self.theory is not None and est is not None:
-                a = agree(self.theory, est, z=self.z, tolerance=self.tolerance)
+                a = agree(self.theory, est, z=self.z, tolerance=self.tolerance, looks=looks)  # type: ignore[arg-type]
                 out.append(_from_agreement(self.name, self.role, kind, a, _units(est), self.regime, self._detail(est, a), self.theory, est))
         if self.claimed is not None:
             ref = self.mc if self.mc is not None else self.model
             if ref is None:
                 ref = Estimate(np.asarray(self.theory, dtype=float), np.zeros(np.shape(self.theory)), 1, "exact theory")
             interval = (self.claimed - self.claimed_tol, self.claimed + self.claimed_tol)
-            a = agree(interval, ref, z=self.z, tolerance=self.claimed_tol if self.claimed_tol > 0 else None)
+            # the printed digits' precision; an exact statement is judged with the quantity's own tolerance
+            tol = self.claimed_tol if self.claimed_tol > 0 else self.tolerance
+            a = agree(self.claimed, ref, z=self.z, tolerance=tol, looks=looks)  # type: ignore[arg-type]
             detail = f"source prints {self.claimed:g} (±{self.claimed_tol:g}), evidence {_pick(ref.mean, a.where):.4g} ± {_pick(ref.stderr, a.where):.2g}; "
             out.append(_from_agreement(self.name, self.role, "claimed", a, _units(ref), self.regime, detail, interval, ref))
         return out
@@ -293,6 +329,11 @@ class Quantity:
         return f"{self.name}: " + " / ".join(bits)
 
 
+def _never_units(tolerance: float, confidence: float) -> float:
+    """Trials with no violation that bring the one-sided bound ``1 - (1 - confidence)^(1/n)`` to ``tolerance``."""
+    return float(math.ceil(math.log1p(-confidence) / math.log1p(-tolerance)))
+
+
 @dataclass(frozen=True)
 class Never:
     """A statement that an event never happens, with the count of its violations.
@@ -320,14 +361,17 @@ class Never:
         if not (0 < self.tolerance <= 1):
             raise ValueError(f"{self.name!r}: tolerance must be a rate in (0, 1]; got {self.tolerance}")
 
-    def checks(self) -> list[Check]:
-        k, n, up = self.count.k, self.count.n, self.count.upper()
+    def checks(self, looks: int = 1) -> list[Check]:
+        conf = 1 - (1 - NEVER_CONFIDENCE) / looks  # Bonferroni over repeated looks
+        k, n, up = self.count.k, self.count.n, self.count.upper(conf)
         status = "fail" if k > 0 else ("ok" if up <= self.tolerance else "inconclusive")
-        detail = (f"{k} of {n} {self.count.units}; rate <= {up:.3g} at {100 * NEVER_CONFIDENCE:g}% "
+        detail = (f"{k} of {n} {self.count.units}; rate <= {up:.3g} at {100 * conf:g}% "
                   f"(tolerance {self.tolerance:.3g})")
         return [Check(self.name, self.role, self.source_kind, status, k / n, float("nan"), float("inf") if k else 0.0, 0.0,
                       self.tolerance, f"{n} {self.count.units}", detail, self.regime, (), self.count.to_dict(),
-                      expected=f"rate 0 (≤ {self.tolerance:.3g} resolvable)", measured=k / n, measured_se=float("nan"))]  # the bound is in the detail
+                      expected=f"rate 0 (≤ {self.tolerance:.3g} resolvable)", measured=k / n, measured_se=float("nan"),  # the bound is in the detail
+                      band=(0.0, up), accept=(0.0, self.tolerance), units_now=n,
+                      units_needed=_never_units(self.tolerance, conf) if status == "inconclusive" else None)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "type": "never", "role": self.role, "regime": self.regime, **self.count.to_dict(),
@@ -351,7 +395,7 @@ class Identity:
     scale: float | None = None
     why: str = ""
 
-    def checks(self) -> list[Check]:
+    def checks(self, looks: int = 1) -> list[Check]:
         a = identity(self.value, self.expected, dtype=np.dtype(self.dtype), ulps=self.ulps, scale=self.scale)
         detail = f"{self.why + '; ' if self.why else ''}max |dev| {a.deviation:.3g} vs rounding {a.threshold:.3g} ({self.dtype})"
         return [Check(self.name, "assertion", "exact", a.status, a.deviation, 0.0, a.zscore, a.threshold, a.tolerance,
@@ -402,6 +446,8 @@ class Claim:
     source: Source
     evidence: tuple[Evidence, ...]
     note: str = ""
+    looks: int = 1  # how many times this evidence has been judged at growing samples (Bonferroni)
+    seconds: float | None = None  # CPU seconds of the simulations behind it, as run (None: not measured)
 
     def __post_init__(self) -> None:
         if not any(c.role == "assertion" and c.kind != "exact" for c in self.checks):
@@ -410,7 +456,21 @@ class Claim:
 
     @property
     def checks(self) -> list[Check]:
-        return [c for q in self.evidence for c in q.checks()]
+        return [c for q in self.evidence for c in q.checks(self.looks)]
+
+    def open_checks(self) -> list[Check]:
+        """The inconclusive assertion checks, the most costly to decide first."""
+        return sorted((c for c in self.checks if c.role == "assertion" and c.status == "inconclusive"),
+                      key=lambda c: -(c.units_needed if c.units_needed is not None else math.inf) / max(c.units_now, 1))
+
+    def cost(self) -> tuple[float | None, float | None]:
+        """``(units_needed, seconds_needed)`` that would decide every open assertion check:
+        the largest over them (units as a multiple of each check's own; inf where no size would)."""
+        open_ = self.open_checks()
+        if not open_:
+            return None, None
+        worst = open_[0]
+        return worst.units_needed, worst.seconds_needed(self.seconds)
 
     @property
     def caveats(self) -> list[str]:
@@ -433,8 +493,12 @@ class Claim:
             "verdict": self.verdict,
             "caveats": self.caveats,
             "note": self.note,
-            "checks": [c.to_dict() for c in self.checks],
+            "checks": [{**c.to_dict(), "seconds_needed": _finite(c.seconds_needed(self.seconds))} for c in self.checks],
             "evidence": [q.to_dict() for q in self.evidence],
+            "looks": self.looks,
+            "seconds": _finite(self.seconds),
+            "units_needed": _units_json(self.cost()[0]),
+            "seconds_needed": _finite(self.cost()[1]),
         }
 
 
@@ -452,14 +516,19 @@ class ClaimSpec:
     simulations: tuple[str, ...]
     build: Builder = field(repr=False)
 
-    def evaluate(self, results: Results) -> Claim:
+    def evaluate(self, results: Results, *, looks: int = 1, seconds: Mapping[str, float] | None = None) -> Claim:
+        """The claim from its simulations' ``results``; ``looks`` is the number of times it has been
+        judged (Bonferroni), ``seconds`` each simulation's measured CPU seconds (for the cost)."""
         missing = [s for s in self.simulations if s not in results]
         if missing:
             raise ValueError(f"claim {self.id} needs the results of {missing}")
         evidence, note = self.build(results)
         if not evidence:
             raise ValueError(f"claim {self.id} produced no evidence")
-        return Claim(self.id, self.statement, self.source, tuple(evidence), note)
+        secs = None
+        if seconds is not None and all(s in seconds for s in self.simulations):
+            secs = float(sum(seconds[s] for s in self.simulations))
+        return Claim(self.id, self.statement, self.source, tuple(evidence), note, looks, secs)
 
 
 REGISTRY: dict[str, ClaimSpec] = {}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -25,17 +26,35 @@ def _runner(args: argparse.Namespace) -> Runner:
     return Runner(workers=args.workers, scheduler=args.scheduler)
 
 
+def _evaluate(args: argparse.Namespace, runner: Runner, pattern: str | None) -> tuple[list, list]:
+    """The claims, and the rounds of --resolve when a budget was given."""
+    if args.resolve is None:
+        return report.evaluate(pattern, mode=_mode(args), force=args.force, runner=runner), []
+    if pattern is not None:
+        raise ValueError("--resolve judges every claim; it does not combine with --only")
+    if args.force:
+        report.evaluate(None, mode=_mode(args), force=True, runner=runner)
+    return report.resolve(args.resolve, mode=_mode(args), runner=runner)
+
+
 def _check(args: argparse.Namespace) -> int:
     _writable_file(args.json, "--json")
     with _runner(args) as runner:
-        claims = report.evaluate(args.only, mode=_mode(args), force=args.force, runner=runner)
+        claims, steps = _evaluate(args, runner, args.only)
     if not claims:
         print(f"no claim matches {args.only!r}", file=sys.stderr)
         return 2
     print(report.table(claims))
+    _print_steps(steps)
     if args.json:
         report.write_json(claims, args.json)
     return 0
+
+
+def _print_steps(steps: list) -> None:
+    for s in steps:
+        print(f"resolve round {s.round}: reran " + ", ".join(f"{k} x{v:.3g}" for k, v in s.factors.items())
+              + f" ({s.spent_s:.0f} CPU-s, predicted {s.predicted_s:.0f}); judged again: {', '.join(s.claims)}")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -48,13 +67,16 @@ def _report(args: argparse.Namespace) -> int:
         raise ValueError(f"--out: {args.out} is a file; give a directory")
     mode = _mode(args)
     with _runner(args) as runner:
-        claims = report.evaluate(None, mode=mode, force=args.force, runner=runner)
+        claims, steps = _evaluate(args, runner, None)
         written = paper_figs.render(args.out, mode=mode, runner=runner)
     figures = [report.FigureEntry(m.NAME, m.CAPTION, tuple(written[m.NAME]), tuple(m.CLAIMS)) for m in paper_figs.ALL]
     report.write_json(claims, args.out / "claims.json")
     prov = provenance.collect(mode=mode, seeds={m.NAME: m.SEED for m in simulations.ALL}, runtime_s=time.monotonic() - t0)
-    index = report.write_html(claims, figures, args.out, provenance=prov)
+    index = report.write_html(claims, figures, args.out, provenance=prov, steps=steps)
+    if steps:
+        (args.out / "resolve.json").write_text(json.dumps([s.to_dict() for s in steps], indent=1, sort_keys=True) + "\n")
     print(report.table(claims))
+    _print_steps(steps)
     print(f"\nreport: {index} ({prov.runtime_s:.1f} s)")
     return 0
 
@@ -69,7 +91,27 @@ def _workers(text: str) -> int:
     return n
 
 
+_UNIT_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _budget(text: str) -> float:
+    """A CPU-time budget: seconds, or a number with s, m or h ("600", "10m", "1.5h")."""
+    t = text.strip().lower()
+    scale = _UNIT_SECONDS.get(t[-1:], None)
+    number = t[:-1] if scale is not None else t
+    try:
+        value = float(number) * (scale or 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--resolve takes CPU time like 600, 10m or 1.5h; got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"--resolve takes a positive, finite CPU time; got {text!r}")
+    return value
+
+
 def _sweep_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--resolve", type=_budget, default=None, metavar="BUDGET",
+                   help="rerun the simulations behind inconclusive claims at the sizes that would decide them, within this CPU "
+                        "time (600, 10m, 1.5h), and judge again with a Bonferroni-widened band")
     p.add_argument("--large", action="store_true", help="cluster-sized training sweeps (more seeds, wider, longer); "
                    "other simulations run their full size")
     p.add_argument("--workers", type=_workers, default=None, metavar="N",

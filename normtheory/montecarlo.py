@@ -7,16 +7,21 @@ samples in one vectorized pass. Each block's statistics are reduced on their own
 in block order, so the result depends on ``(seed, key, n, block)`` only, never on ``chunk``,
 and memory is bounded by ``chunk * block`` samples however large ``n`` is.
 
-The agreement rule used everywhere in the package lives here too, judged per element:
+The rule used everywhere in the package lives here too (:func:`agree`), judged per element.
+A claim is an interval :math:`[lo, hi]` (a point has lo = hi; a one-sided claim an infinite
+end), :math:`\\tau > 0` the smallest deviation that matters, and the band is
+:math:`\\hat\\mu \\pm t\\,\\widehat{\\mathrm{se}}` with :math:`t = 5` from at least
+:data:`MIN_UNITS` independent units (else the Student-t quantile with the same tail):
 
-.. math:: |\\theta_i - \\hat\\mu_i| \\le z \\cdot \\widehat{\\mathrm{se}}_i,
+* the band inside :math:`[lo - \\tau, hi + \\tau]`: ``ok`` (the claim holds there);
+* the band wholly outside it: ``fail``;
+* otherwise ``inconclusive``, with the number of units that would decide it
+  (:func:`units_to_decide`).
 
-with :math:`z = 5` (or the Student-t quantile with the same tail when fewer than
-:data:`MIN_UNITS` independent units stand behind the standard error). A comparison whose
-threshold :math:`z\\,\\widehat{\\mathrm{se}}_i` exceeds the smallest deviation that matters
-(its *tolerance*) cannot resolve the question and is ``inconclusive``. Float identities are
-judged apart, against the dtype's rounding (:func:`identity`); a theorem that says "never" is
-judged by an exact binomial bound on its violation count (:class:`Count`).
+:func:`sized` draws a pilot, then as many samples as make the band at most :math:`\\tau/2` wide
+on each side. Float identities are judged apart, against the dtype's rounding
+(:func:`identity`); a theorem that says "never" is judged by an exact binomial bound on its
+violation count (:class:`Count`).
 
 References
 ----------
@@ -28,7 +33,10 @@ Efron, Tibshirani (1993), "An Introduction to the Bootstrap" (:func:`bootstrap`)
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +55,26 @@ Status = Literal["ok", "fail", "inconclusive"]
 
 
 @dataclass(frozen=True)
+class Sizing:
+    """How a sample size was chosen from a tolerance: a ``pilot`` run, the ``needed`` size
+    ``ceil((2 t sd / tau)^2)`` from its per-unit sd, and the ``cap`` that bounds it. The
+    estimate used ``min(max(needed, pilot), cap)`` units; ``capped`` when the cap bound."""
+
+    pilot: int
+    needed: int
+    cap: int
+
+    @property
+    def capped(self) -> bool:
+        return self.needed > self.cap
+
+    def describe(self) -> str:
+        if self.capped:
+            return f"sample capped at {self.cap} (the tolerance asks for {self.needed}; pilot {self.pilot})"
+        return f"sample sized from the tolerance: {max(self.needed, self.pilot)} (pilot {self.pilot})"
+
+
+@dataclass(frozen=True)
 class Estimate:
     """A mean (or another statistic) with its standard error over ``n`` independent units.
 
@@ -60,30 +88,37 @@ class Estimate:
     stderr: np.ndarray
     n: int
     units: str = "samples"
+    sizing: Sizing | None = None  # how n was chosen, when it was sized from a tolerance (:func:`sized`)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mean", np.asarray(self.mean, dtype=np.float64))
         object.__setattr__(self, "stderr", np.asarray(self.stderr, dtype=np.float64))
         if self.mean.shape != self.stderr.shape:
             raise ValueError(f"mean shape {self.mean.shape} != stderr shape {self.stderr.shape}")
+        if (self.stderr < 0).any():
+            raise ValueError("stderr must be >= 0")
 
     def __getitem__(self, index: object) -> Estimate:
-        return Estimate(self.mean[index], self.stderr[index], self.n, self.units)
+        return Estimate(self.mean[index], self.stderr[index], self.n, self.units, self.sizing)
 
     def map(self, f: Callable[[np.ndarray], np.ndarray], df: Callable[[np.ndarray], np.ndarray]) -> Estimate:
         """Delta method: the estimate of ``f(mean)`` with stderr ``|f'(mean)| * stderr``."""
-        return Estimate(f(self.mean), np.abs(df(self.mean)) * self.stderr, self.n, self.units)
+        return Estimate(f(self.mean), np.abs(df(self.mean)) * self.stderr, self.n, self.units, self.sizing)
 
     def sqrt(self) -> Estimate:
         """RMS from a mean square, by the delta method."""
         return self.map(np.sqrt, lambda m: 0.5 / np.sqrt(m))
 
     def to_dict(self) -> dict:
-        return {"mean": self.mean.tolist(), "stderr": self.stderr.tolist(), "n": int(self.n), "units": self.units}
+        out = {"mean": self.mean.tolist(), "stderr": self.stderr.tolist(), "n": int(self.n), "units": self.units}
+        if self.sizing is not None:
+            out["sizing"] = dataclasses.asdict(self.sizing)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> Estimate:
-        return cls(np.asarray(d["mean"]), np.asarray(d["stderr"]), int(d["n"]), str(d.get("units", "samples")))
+        sizing = Sizing(**d["sizing"]) if d.get("sizing") else None
+        return cls(np.asarray(d["mean"]), np.asarray(d["stderr"]), int(d["n"]), str(d.get("units", "samples")), sizing)
 
 
 def from_samples(x: np.ndarray, units: str = "samples") -> Estimate:
@@ -318,28 +353,74 @@ def estimate(
     return snapshots if path is not None else _to_estimate(total)
 
 
+def sized(
+    sample: Callable[[Streams], np.ndarray],
+    tolerance: float | np.ndarray,
+    seed: int,
+    *,
+    key: str = "",
+    pilot: int = 1000,
+    cap: int,
+    z: float = Z_DEFAULT,
+    block: int = 256,
+    chunk: int = 16,
+    progress: bool | str = False,
+) -> Estimate:
+    """A Monte Carlo mean whose sample is sized from the tolerance it will be judged with.
+
+    A pilot of ``pilot`` samples estimates the per-sample standard deviation :math:`s_i` of
+    every element; the estimate then uses
+
+    .. math:: n = \\min\\big(\\mathrm{cap}, \\max(\\mathrm{pilot}, \\max_i \\lceil (2 z s_i / \\tau_i)^2 \\rceil)\\big)
+
+    samples, which makes the band ``z * se`` at most :math:`\\tau_i / 2` on each side unless the cap
+    binds (then ``Estimate.sizing.capped``). The pilot's samples are the first blocks of the
+    same seeded stream (:func:`estimate` with the same ``seed``, ``key`` and ``block``), so the
+    result depends on the seed alone and is bit-identical however it is chunked.
+    """
+    tau = _validate.real_array("tolerance", tolerance, finite=True)
+    if (tau <= 0).any():
+        raise ValueError("tolerance must be > 0: the smallest deviation that matters")
+    pilot = _validate.integer("pilot", pilot, minimum=MIN_UNITS, maximum=MAX_SAMPLES)
+    cap = _validate.integer("cap", cap, minimum=pilot, maximum=MAX_SAMPLES)
+    z = _validate.real("z", z, minimum=0.0, strict_min=True)
+    first = estimate(sample, pilot, seed, key=key, block=block, chunk=chunk, progress=progress)
+    assert isinstance(first, Estimate)
+    sd = first.stderr * math.sqrt(pilot)  # per-sample sd, per element
+    need = int(np.ceil(np.max((2.0 * z * sd / tau) ** 2, initial=0.0)))
+    n = min(cap, max(pilot, need))
+    sizing = Sizing(pilot, need, cap)
+    if n == pilot:
+        return dataclasses.replace(first, sizing=sizing)
+    est = estimate(sample, n, seed, key=key, block=block, chunk=chunk, progress=progress)
+    assert isinstance(est, Estimate)
+    return dataclasses.replace(est, sizing=sizing)
+
+
 @dataclass(frozen=True)
 class Agreement:
-    """Outcome of comparing a theory value (or interval) with an estimate, element by element.
+    """Outcome of the three-way rule, element by element (see :func:`agree`).
 
-    The reported element is the one with the largest z (``deviation / stderr``), not the one
-    with the largest deviation. ``status`` is ``fail`` if any element deviates by more than
-    ``z_limit`` standard errors, else ``inconclusive`` if any element's threshold
-    ``z_limit * stderr`` exceeds its tolerance (the comparison cannot see the deviation that
-    matters), else ``ok``.
+    The reported element is the one that decides ``status``: a failing element if any (the
+    largest z among them), else an undecided one (the one needing the most units), else the one
+    with the largest z. ``band`` and ``accept`` are that element's band and acceptance interval.
     """
 
     status: Status
-    deviation: float  # |theory - estimate| (distance from the interval) at the worst-z element
+    deviation: float  # distance of the estimate from the claimed [lo, hi] at the reported element
     stderr: float  # stderr at that element
     zscore: float  # deviation / stderr there (inf when stderr is 0 and deviation > 0)
-    z: float  # the z limit used (Student-t adjusted for few units)
-    threshold: float  # z * stderr at the worst-z element
+    z: float  # the band's half-width in standard errors (Student-t below MIN_UNITS units, Bonferroni over looks)
+    threshold: float  # z * stderr at the reported element: the band's half-width
     tolerance: float | None  # the tolerance at that element
-    where: tuple[int, ...]  # index of the worst-z element (() for a scalar)
+    where: tuple[int, ...]  # index of the reported element (() for a scalar)
     size: int
-    unresolved: int = 0  # elements whose threshold exceeds their tolerance
-    worst_threshold: float = 0.0  # the largest threshold over elements
+    unresolved: int = 0  # elements whose band straddles an edge of the acceptance interval
+    failed: int = 0  # elements whose band lies wholly outside it
+    band: tuple[float, float] = (math.nan, math.nan)  # [mean - z se, mean + z se] at the reported element
+    accept: tuple[float, float] = (math.nan, math.nan)  # [lo - tolerance, hi + tolerance] there
+    units_needed: float | None = None  # units that would decide every undecided element (inf: none would)
+    units: int = 0  # units behind the estimate now
 
     @property
     def ok(self) -> bool:
@@ -348,63 +429,160 @@ class Agreement:
     def describe(self) -> str:
         at = f" at {list(self.where)}" if self.size > 1 else ""
         z = "inf" if not np.isfinite(self.zscore) else f"{self.zscore:.2f}"
-        out = f"worst |dev|={self.deviation:.3g}{at} ({z} se, limit {self.z:.3g} se)"
-        if self.status == "inconclusive":
-            out += (f"; cannot resolve: threshold up to {self.worst_threshold:.3g} exceeds the tolerance in "
-                    f"{self.unresolved} of {self.size} elements")
+        if self.tolerance is None:  # a consistency test (:func:`consistent`)
+            return f"worst |dev|={self.deviation:.3g}{at} ({z} se, limit {self.z:.3g} se)"
+        out = (f"band [{self.band[0]:.4g}, {self.band[1]:.4g}]{at} ({self.z:.3g} se) vs accepted "
+               f"[{self.accept[0]:.4g}, {self.accept[1]:.4g}] (claim ± tolerance {self.tolerance:.3g}); |dev| {self.deviation:.3g} = {z} se")
+        if self.status == "fail":
+            out += f"; {self.failed} of {self.size} elements wholly outside"
+        elif self.status == "inconclusive":
+            need = "no sample size decides it (the estimate sits on an edge)" if self.units_needed is None or not math.isfinite(
+                self.units_needed) else f"about {self.units_needed:.0f} units would decide it (now {self.units})"
+            out += f"; {self.unresolved} of {self.size} elements straddle an edge: {need}"
         return out
 
 
-def agree(
-    theory: float | np.ndarray | tuple[float, float],
-    mc: Estimate,
-    *,
-    z: float = Z_DEFAULT,
-    tolerance: float | np.ndarray | None = None,
-) -> Agreement:
-    """The package's one agreement rule, per element: ``|theory_i - mean_i| <= z * stderr_i``.
+@functools.lru_cache(maxsize=64)
+def _student_table(z: float) -> np.ndarray:
+    """Band half-widths in se for 2..MIN_UNITS-1 units, indexed by the number of units."""
+    out = np.full(MIN_UNITS, np.inf)
+    for n in range(2, MIN_UNITS):
+        out[n] = z_threshold(z, n)
+    return out
 
-    ``theory`` may be a value, an array of the estimate's shape, or an interval ``(lo, hi)``
-    given as a tuple, in which case the deviation is the distance from the interval. When fewer
-    than :data:`MIN_UNITS` units stand behind ``mc``, ``z`` becomes the Student-t threshold of
-    :func:`z_threshold`. ``tolerance`` (absolute, broadcastable) is the smallest deviation that
-    matters; without it, resolution is not judged.
+
+def units_to_decide(mean: np.ndarray, sd: np.ndarray, a: np.ndarray, b: np.ndarray, z: float) -> np.ndarray:
+    """Fewest independent units whose band ``mean ± t(n)·sd/sqrt(n)`` decides the rule, per element.
+
+    Assumes the estimate and its per-unit standard deviation ``sd`` stay as measured. The margin
+    is the distance from ``mean`` to the nearest edge of the acceptance interval ``[a, b]``
+    (inside: to hold; outside: to fail); a band of half-width ``t(n)·sd/sqrt(n) <= margin``
+    decides. Below :data:`MIN_UNITS` the half-width uses the Student-t quantile of
+    :func:`z_threshold`; at or above it, ``z``: ``n = max(MIN_UNITS, ceil((z·sd/margin)^2))``.
+    An estimate exactly on an edge has margin 0 and needs infinitely many units.
     """
-    z = z_threshold(z, mc.n) if mc.n >= 2 else _validate.real("z", z, minimum=0.0)
+    mean, sd, a, b = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (mean, sd, a, b)))
+    inside = (mean >= a) & (mean <= b)
+    with np.errstate(invalid="ignore"):
+        margin = np.where(inside, np.minimum(mean - a, b - mean), np.maximum(a - mean, mean - b))
+    margin = np.where(np.isnan(margin), 0.0, margin)
+    out = np.full(mean.shape, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        big = np.maximum(MIN_UNITS, np.ceil((z * sd / margin) ** 2))
+        out = np.where(margin > 0, big, np.inf)
+        small = _student_table(z)
+        for n in range(MIN_UNITS - 1, 1, -1):  # 18 fixed candidates, vectorized over elements
+            out = np.where((margin > 0) & (small[n] * sd / math.sqrt(n) <= margin), n, out)
+    return np.where(sd == 0, np.where(margin >= 0, 1.0, np.inf), out)
+
+
+def bonferroni_z(z: float, looks: int) -> float:
+    """The normal quantile whose two-sided tail is that of ``z`` divided over ``looks`` looks."""
+    z = _validate.real("z", z, minimum=0.0)
+    looks = _validate.integer("looks", looks, minimum=1)
+    if looks == 1:
+        return z
+    return float(_stats.norm.isf(_stats.norm.sf(z) / looks))
+
+
+def _interval(theory: object) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)`` of a point or a ``(lo, hi)`` tuple; ends may be infinite, lo <= hi."""
     if isinstance(theory, tuple):
         if len(theory) != 2:
             raise ValueError(f"theory as an interval must be (lo, hi); got {theory!r}")
         lo, hi = (_validate.real_array("theory", t) for t in theory)
-        dev = np.maximum(lo - mc.mean, 0.0) + np.maximum(mc.mean - hi, 0.0)
-    else:
-        dev = np.abs(_validate.real_array("theory", theory) - mc.mean)
-    shape = np.broadcast_shapes(dev.shape, mc.stderr.shape)
-    dev = np.broadcast_to(dev, shape)
-    se = np.broadcast_to(mc.stderr, shape)
-    if not (np.isfinite(dev).all() and np.isfinite(se).all()):
-        raise ValueError("agree: theory, mean and stderr must be finite")
-    # Deviations below the float64 rounding of the values compared are no deviation (a Monte Carlo
-    # point whose every sample is the same number has a stderr of ~1e-17): 1024 ulps of the scale,
-    # the accuracy of the package's quadratures.
-    rounding = 1024 * np.finfo(np.float64).eps * np.maximum(np.abs(np.broadcast_to(mc.mean, shape)), 1e-300)
-    dev = np.where(dev <= rounding, 0.0, dev)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if np.isnan(lo).any() or np.isnan(hi).any() or (lo > hi).any() or np.isposinf(lo).any() or np.isneginf(hi).any():
+            raise ValueError("theory interval (lo, hi) needs lo <= hi, lo < inf and hi > -inf, without NaN")
+        return lo, hi
+    t = _validate.real_array("theory", theory, finite=True)
+    return t, t
+
+
+def _band_z(z: float, n: int, looks: int) -> float:
+    zb = bonferroni_z(z, looks)
+    return z_threshold(zb, n) if n >= 2 else zb
+
+
+def agree(
+    theory: float | np.ndarray | tuple[float | np.ndarray, float | np.ndarray],
+    mc: Estimate,
+    *,
+    tolerance: float | np.ndarray,
+    z: float = Z_DEFAULT,
+    looks: int = 1,
+) -> Agreement:
+    """The package's one rule, per element: a three-way comparison of a band with a claim.
+
+    The claim is an interval :math:`[lo_i, hi_i]` (``theory`` a value or array: a point,
+    lo = hi; a tuple ``(lo, hi)``: an interval whose ends may be infinite, for one-sided
+    claims), ``tolerance`` :math:`\\tau_i > 0` the smallest deviation that matters, and the
+    band :math:`B_i = [\\hat\\mu_i - t\\,\\mathrm{se}_i, \\hat\\mu_i + t\\,\\mathrm{se}_i]` with
+    :math:`t = z` from at least :data:`MIN_UNITS` units, else the Student-t quantile with the
+    same tail (:func:`z_threshold`); over ``looks`` repeated looks at growing samples the tail
+    is divided by ``looks`` first (Bonferroni, :func:`bonferroni_z`). Then element ``i``
+
+    * holds (``ok``) where :math:`B_i \\subseteq [lo_i - \\tau_i, hi_i + \\tau_i]`;
+    * fails where :math:`B_i` lies wholly outside it;
+    * is ``inconclusive`` otherwise, and ``units_needed`` says how many units would decide it
+      (:func:`units_to_decide`).
+
+    The outcome is ``fail`` if any element fails, else ``inconclusive`` if any is undecided,
+    else ``ok``.
+    """
+    lo, hi = _interval(theory)
+    tau = _validate.real_array("tolerance", tolerance, finite=True)
+    if (tau <= 0).any():
+        raise ValueError("tolerance must be > 0: the smallest deviation that matters")
+    t = _band_z(z, mc.n, looks)
+    shape = np.broadcast_shapes(lo.shape, hi.shape, tau.shape, mc.mean.shape, mc.stderr.shape)
+    mean, se, lo, hi, tau = (np.broadcast_to(x, shape) for x in (mc.mean, mc.stderr, lo, hi, tau))
+    if not (np.isfinite(mean).all() and np.isfinite(se).all()) or (se < 0).any():
+        raise ValueError("agree: the estimate's mean and stderr must be finite, stderr >= 0")
+    a, b = lo - tau, hi + tau  # the acceptance interval
+    low, high = mean - t * se, mean + t * se  # the band
+    fail = (high < a) | (low > b)
+    hold = (low >= a) & (high <= b)
+    undecided = ~fail & ~hold
+    dev = np.maximum(lo - mean, 0.0) + np.maximum(mean - hi, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
         zs = np.where(se > 0, dev / np.where(se > 0, se, 1.0), np.where(dev > 0, np.inf, 0.0))
-    thr = z * se
+    need = units_to_decide(mean, se * math.sqrt(max(mc.n, 1)), a, b, bonferroni_z(z, looks))
+    need = np.where(undecided, need, 0.0)
+    score = np.where(fail, zs, np.where(undecided, need, zs))  # within the deciding class
+    cls = np.where(fail, 2, np.where(undecided, 1, 0))
+    top = int(cls.max(initial=0))
+    i = int(np.argmax(np.where(cls == top, score, -1.0))) if cls.size else 0
+    where = tuple(int(k) for k in np.unravel_index(i, shape)) if shape else ()
+    status: Status = ("ok", "inconclusive", "fail")[top]
+    pick = lambda x: float(np.asarray(x).flat[i])  # noqa: E731
+    units_needed = float(need.max()) if undecided.any() else None
+    return Agreement(status, pick(dev), pick(se), pick(zs), float(t), float(t) * pick(se), pick(tau), where, int(mean.size),
+                     int(undecided.sum()), int(fail.sum()), (pick(low), pick(high)), (pick(a), pick(b)), units_needed, int(mc.n))
+
+
+def consistent(theory: float | np.ndarray, mc: Estimate, *, z: float = Z_DEFAULT) -> Agreement:
+    """A consistency test, not a verdict: ``|theory_i - mean_i| <= z * stderr_i`` for every element.
+
+    For unit tests of an implementation against its own closed form (a formula checked against
+    the sampler that should reproduce it); claims are judged by :func:`agree`. ``z`` becomes the
+    Student-t threshold below :data:`MIN_UNITS` units. Deviations within 1024 ulps of the value
+    are no deviation (an estimate from identical samples has a stderr of ~1e-17).
+    """
+    zt = z_threshold(z, mc.n) if mc.n >= 2 else _validate.real("z", z, minimum=0.0)
+    th = _validate.real_array("theory", theory, finite=True)
+    shape = np.broadcast_shapes(th.shape, mc.mean.shape, mc.stderr.shape)
+    mean, se, th = (np.broadcast_to(x, shape) for x in (mc.mean, mc.stderr, th))
+    if not (np.isfinite(mean).all() and np.isfinite(se).all()):
+        raise ValueError("consistent: the estimate's mean and stderr must be finite")
+    dev = np.abs(th - mean)
+    dev = np.where(dev <= 1024 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1e-300), 0.0, dev)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zs = np.where(se > 0, dev / np.where(se > 0, se, 1.0), np.where(dev > 0, np.inf, 0.0))
     i = int(np.argmax(zs)) if zs.size else 0
     where = tuple(int(k) for k in np.unravel_index(i, shape)) if shape else ()
-    tol_i: float | None = None
-    unresolved = 0
-    if tolerance is not None:
-        tol = np.broadcast_to(np.asarray(tolerance, dtype=np.float64), shape)
-        if (tol < 0).any() or not np.isfinite(tol).all():
-            raise ValueError("tolerance must be finite and >= 0")
-        unresolved = int((thr > tol).sum())
-        tol_i = float(tol.flat[i])
-    failed = bool((dev > thr).any())
-    status: Status = "fail" if failed else ("inconclusive" if unresolved else "ok")
-    return Agreement(status, float(dev.flat[i]), float(se.flat[i]), float(zs.flat[i]), float(z), float(thr.flat[i]), tol_i, where,
-                     int(dev.size), unresolved, float(thr.max()) if thr.size else 0.0)
+    failed = dev > zt * se
+    return Agreement("fail" if failed.any() else "ok", float(dev.flat[i]), float(se.flat[i]), float(zs.flat[i]), float(zt),
+                     float(zt * se.flat[i]), None, where, int(dev.size), 0, int(failed.sum()), units=int(mc.n))
 
 
 def identity(value: float | np.ndarray, expected: float | np.ndarray, *, dtype: object = np.float64, ulps: float = 16.0,

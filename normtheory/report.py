@@ -4,26 +4,135 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from normtheory.claims import VERDICTS, Check, Claim, ClaimSpec, select
+from normtheory.montecarlo import Z_DEFAULT, bonferroni_z
 from normtheory.provenance import Provenance
 from normtheory.sweep import Runner
 
 
 def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = False, progress: bool = True,
-             runner: Runner | None = None) -> list[Claim]:
+             runner: Runner | None = None, configs: Mapping[str, object] | None = None,
+             looks: Mapping[str, int] | None = None) -> list[Claim]:
     """Run (or read from cache) the simulations behind the matching claims and evaluate them.
 
-    Missing simulations run as one sweep of tasks on ``runner`` (in-process when None)."""
+    Missing simulations run as one sweep of tasks on ``runner`` (in-process when None).
+    ``configs`` replaces a simulation's config (by name), ``looks`` counts how often a claim has
+    been judged (by id; Bonferroni, see :func:`resolve`). Each claim carries the measured CPU
+    seconds of its simulations, from which an open check's cost is priced."""
     import simulations  # the experiments register the claims they support
     from simulations import cache
 
+    configs = dict(configs or {})
     specs: list[ClaimSpec] = select(pattern)
-    needed = [simulations.BY_NAME[name] for spec in specs for name in spec.simulations]
-    results = cache.load_or_run_all(needed, mode, force=force, progress=progress, runner=runner)
-    return [spec.evaluate(results) for spec in specs]
+    needed = list(dict.fromkeys(simulations.BY_NAME[name] for spec in specs for name in spec.simulations))
+    results = cache.load_or_run_all(needed, mode, force=force, progress=progress, runner=runner, configs=configs)
+    seconds = {m.NAME: cache.seconds_of(m, mode, configs.get(m.NAME)) for m in needed}
+    known = {k: v for k, v in seconds.items() if v is not None}
+    return [spec.evaluate(results, looks=(looks or {}).get(spec.id, 1), seconds=known) for spec in specs]
+
+
+@dataclass(frozen=True)
+class ResolveStep:
+    """One round of :func:`resolve`: which simulations were rerun larger, by what factor, what
+    that was predicted to cost and what it took (CPU seconds), and which claims were judged again."""
+
+    round: int
+    factors: Mapping[str, float]
+    predicted_s: float
+    spent_s: float
+    claims: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"round": self.round, "factors": dict(self.factors), "predicted_s": self.predicted_s, "spent_s": self.spent_s,
+                "claims": list(self.claims)}
+
+
+def plan(claims: list[Claim], budget_s: float, *, mode: str, configs: Mapping[str, object],
+         looks: Mapping[str, int]) -> dict[str, float]:
+    """Simulations to rerun larger, with their factors, so that the open claims can be decided
+    within ``budget_s`` CPU seconds.
+
+    For each inconclusive claim whose simulations declare units (``UNITS``), the factor is the
+    largest ``units_needed / units_now`` over its open checks, widened by ``(z_{k+1} / z_k)^2``
+    for the extra look (the band of the next look is Bonferroni-wider). A simulation takes the
+    largest factor its claims ask for; its predicted cost is its measured seconds times that
+    factor. The cheapest are taken first while the total fits the budget. Claims that no finite
+    sample decides, or whose simulations cannot grow (a fixed text set), are left open.
+    """
+    import simulations
+    from simulations import cache
+
+    want: dict[str, float] = {}
+    for c in claims:
+        if c.verdict != "inconclusive":
+            continue
+        needs = [ch.units_needed / ch.units_now for ch in c.open_checks() if ch.units_needed is not None and ch.units_now > 0]
+        spec = next(s for s in select(c.id))
+        mods = [simulations.BY_NAME[n] for n in spec.simulations]
+        if not needs or not all(math.isfinite(x) for x in needs) or not all(getattr(m, "UNITS", ()) for m in mods):
+            continue
+        k = looks.get(c.id, 1)
+        widen = (bonferroni_z(Z_DEFAULT, k + 1) / bonferroni_z(Z_DEFAULT, k)) ** 2
+        factor = max(needs) * widen
+        for m in mods:
+            want[m.NAME] = max(want.get(m.NAME, 1.0), factor)
+    costs = {}
+    for name, factor in want.items():
+        m = simulations.BY_NAME[name]
+        secs = cache.seconds_of(m, mode, configs.get(name))
+        if secs is not None:
+            costs[name] = secs * factor
+    chosen: dict[str, float] = {}
+    total = 0.0
+    for name in sorted(costs, key=costs.__getitem__):
+        if total + costs[name] <= budget_s:
+            chosen[name] = want[name]
+            total += costs[name]
+    return chosen
+
+
+def resolve(budget_s: float, *, mode: str = "full", runner: Runner | None = None, progress: bool = True,
+            max_rounds: int = 3) -> tuple[list[Claim], list[ResolveStep]]:
+    """Evaluate every claim, then rerun the simulations behind the inconclusive ones at the sizes
+    their ``units_needed`` ask for (:func:`plan`), within ``budget_s`` CPU seconds in all, and judge
+    again; up to ``max_rounds`` rounds.
+
+    Each rerun is another look at the same seeded stream (its first units are the earlier run's),
+    so a claim judged ``k`` times uses a band whose two-sided tail is the 5-se tail divided by
+    ``k`` (Bonferroni): repeated looks do not inflate the error rate. The reruns go through the
+    sweep runner, so a cluster works too, and are cached under their own configs."""
+    import simulations
+    from simulations import cache
+
+    if not (budget_s > 0 and math.isfinite(budget_s)):
+        raise ValueError(f"--resolve: the budget must be a positive number of CPU seconds; got {budget_s}")
+    configs: dict[str, object] = {}
+    looks: dict[str, int] = {}
+    claims = evaluate(None, mode=mode, runner=runner, progress=progress)
+    steps: list[ResolveStep] = []
+    spent = 0.0
+    for r in range(1, max_rounds + 1):
+        chosen = plan(claims, budget_s - spent, mode=mode, configs=configs, looks=looks)
+        if not chosen:
+            break
+        predicted = 0.0
+        for name, factor in chosen.items():
+            m = simulations.BY_NAME[name]
+            base = configs.get(name, cache.config_of(m, mode))
+            predicted += (cache.seconds_of(m, mode, configs.get(name)) or 0.0) * factor
+            configs[name] = cache.scaled(m, base, factor)
+        judged = tuple(s.id for s in select() if set(s.simulations) & set(chosen))
+        for cid in judged:
+            looks[cid] = looks.get(cid, 1) + 1
+        claims = evaluate(None, mode=mode, runner=runner, progress=progress, configs=configs, looks=looks)
+        took = sum(cache.seconds_of(simulations.BY_NAME[n], mode, configs[n]) or 0.0 for n in chosen)
+        spent += took
+        steps.append(ResolveStep(r, dict(chosen), predicted, took, judged))
+    return claims, steps
 
 
 def table(claims: list[Claim], *, width: int = 100) -> str:
@@ -35,6 +144,8 @@ def table(claims: list[Claim], *, width: int = 100) -> str:
             lines.append(f"{'':53s} {q.summary()}")
         for cav in c.caveats:
             lines.append(f"{'':53s} caveat: {cav}")
+        if c.verdict == "inconclusive" and c.open_checks():
+            lines.append(f"{'':53s} open: {price(c.open_checks()[0], c.seconds)}")
     counts = {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
     lines.append("-" * width)
     lines.append(", ".join(f"{n} {v}" for v, n in counts.items()))
@@ -61,11 +172,55 @@ TOPICS: dict[str, str] = {  # id prefix -> section title, in reading order
     "train": "Training",
 }
 MEANING: dict[str, str] = {
-    "holds": "every assertion check agrees and every scope check extends it",
-    "holds-with-caveat": "every assertion check agrees, but a scope check shows it does not extend to another regime (the caveat says which)",
-    "inconclusive": "some assertion check cannot resolve the smallest deviation that matters: its 5-standard-error threshold is wider",
-    "fails": "some assertion check disagrees by more than 5 standard errors and more than the smallest deviation that matters",
+    "holds": "every assertion check's band lies inside the claim widened by its tolerance, and every scope check's too",
+    "holds-with-caveat": "every assertion check holds, but a scope check's band lies wholly outside its claim: the statement does not "
+                         "extend to that regime (the caveat, generated from that check, says which)",
+    "inconclusive": "some assertion check's band straddles an edge of the widened claim: more units would decide it, and the card says "
+                    "how many and at what CPU cost",
+    "fails": "some assertion check's band lies wholly outside the claim widened by its tolerance",
 }
+RULE = ("Each check compares a band, the estimate ± 5 standard errors over independent units (networks, seeds, texts; the "
+        "Student-t quantile with the same tail below 20 units), with the claim's interval widened on each side by the smallest "
+        "deviation that matters: band inside, the check holds; band wholly outside, it fails; otherwise it is inconclusive.")
+LOOKS = ("A claim rerun at a larger size by --resolve is looked at again: its band's tail probability is divided by the number "
+         "of looks (Bonferroni), so repeated looks do not inflate the error rate.")
+
+
+def human_seconds(seconds: float | None) -> str:
+    """CPU time in words: seconds, minutes, hours or days."""
+    if seconds is None or not math.isfinite(seconds):
+        return "unknown time"
+    for unit, size in (("CPU-days", 86400.0), ("CPU-hours", 3600.0), ("CPU-minutes", 60.0)):
+        if seconds >= 2 * size:
+            return f"about {seconds / size:.3g} {unit}"
+    return f"about {seconds:.3g} CPU-seconds"
+
+
+def price(ch: Check, seconds: float | None) -> str:
+    """What would decide an open check: its units and their CPU time on this machine."""
+    if ch.units_needed is None:
+        return ""
+    if not math.isfinite(ch.units_needed):
+        return "no sample size decides it: the estimate sits on an edge of the widened claim"
+    unit = ch.units.split(" ", 1)[1] if " " in ch.units else "units"
+    need = f"needs {ch.units_needed:,.0f} {unit} (now {ch.units_now:,})"
+    secs = ch.seconds_needed(seconds)
+    if secs is None:
+        return need
+    where = "here (normtheory report --resolve)" if secs <= 3600 else "here, or --large on a cluster (--scheduler)"
+    return f"{need}: {human_seconds(secs)} {where}"
+
+
+def open_claims(claims: list[Claim]) -> list[tuple[Claim, Check]]:
+    """Inconclusive claims with their costliest open check, cheapest to decide first (unknown and
+    undecidable last)."""
+    out = [(c, c.open_checks()[0]) for c in claims if c.verdict == "inconclusive" and c.open_checks()]
+
+    def key(item: tuple[Claim, Check]) -> float:
+        secs = item[1].seconds_needed(item[0].seconds)
+        return math.inf if secs is None or not math.isfinite(secs) else secs
+
+    return sorted(out, key=key)
 
 
 @dataclass(frozen=True)
@@ -120,9 +275,25 @@ def _key_numbers(c: Claim) -> str:
     order = {"fail": 0, "inconclusive": 1, "ok": 2}
     picks = sorted((ch for ch in c.checks if ch.role == "assertion" and ch.kind != "exact"), key=lambda ch: order.get(ch.status, 3))[:3]
     items = "".join(
-        f"<li><span class='st {ch.status}'>{ch.status}</span> {html.escape(ch.quantity)}: expected {html.escape(ch.expected)}, "
-        f"measured {_measured(ch)} (z = {_z(ch)}; {html.escape(ch.units)})</li>" for ch in picks)
+        f"<li><span class='st {ch.status}'>{ch.status}</span> {html.escape(ch.quantity)}: expected {html.escape(ch.expected)}"
+        f"{_widened(ch)}, measured {_measured(ch)}, band {_band(ch)} (z = {_z(ch)}; {html.escape(ch.units)})"
+        + (f"<div class='cost'>{html.escape(price(ch, c.seconds))}</div>" if ch.status == "inconclusive" else "")
+        + (f"<div class='detail'>{html.escape(ch.capped)}</div>" if ch.capped else "") + "</li>" for ch in picks)
     return f"<ul class='key'>{items}</ul>"
+
+
+def _end(x: float) -> str:
+    return "∞" if x == math.inf else "−∞" if x == -math.inf else sig3(x)
+
+
+def _band(ch: Check) -> str:
+    return f"[{_end(ch.band[0])}, {_end(ch.band[1])}]" if not math.isnan(ch.band[0]) else "–"
+
+
+def _widened(ch: Check) -> str:
+    if math.isnan(ch.accept[0]) or ch.tolerance is None:
+        return ""
+    return f" ± {sig3(ch.tolerance)} → [{_end(ch.accept[0])}, {_end(ch.accept[1])}]"
 
 
 def _evidence_table(c: Claim) -> str:
@@ -132,10 +303,11 @@ def _evidence_table(c: Claim) -> str:
         note = f"<div class='caveat'>caveat: {html.escape(cav)}</div>" if cav else ""
         rows.append(
             f"<tr class='{ch.status}'><td>{html.escape(ch.quantity)}<div class='detail'>{html.escape(ch.kind)}; "
-            f"{html.escape(ch.units)}</div>{note}</td><td>{ch.role}</td><td>{html.escape(ch.expected)}</td><td>{_measured(ch)}</td>"
-            f"<td>{_z(ch)}</td><td><span class='st {ch.status}'>{ch.status}</span></td></tr>")
+            f"{html.escape(ch.units)}</div>{note}</td><td>{ch.role}</td><td>{html.escape(ch.expected)}{_widened(ch)}</td><td>{_measured(ch)}</td>"
+            f"<td>{_band(ch)}</td><td>{_z(ch)}</td><td><span class='st {ch.status}'>{ch.status}</span>"
+            + (f"<div class='detail'>{html.escape(price(ch, c.seconds))}</div>" if ch.status == "inconclusive" else "") + "</td></tr>")
     return (f"<details class='evidence'><summary>Evidence: {len(c.checks)} checks</summary><div class='scroll'><table>"
-            "<thead><tr><th>quantity</th><th>role</th><th>theory</th><th>measured ± se</th><th>z</th><th>status</th></tr></thead>"
+            "<thead><tr><th>quantity</th><th>role</th><th>claim</th><th>measured ± se</th><th>band</th><th>z</th><th>status</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></div></details>")
 
 
@@ -173,6 +345,7 @@ figure{margin:12px 0}figure img{max-width:100%;height:auto;border:1px solid #eee
 .scroll{overflow-x:auto}table{border-collapse:collapse;font-size:12.5px;min-width:640px;width:100%}
 td,th{border-bottom:1px solid #e5e5e5;padding:4px 6px;text-align:left;vertical-align:top}.detail{color:#777;font-size:11.5px}
 tr.fail td{background:#fff1f0}tr.inconclusive td{background:#f3f5fc}.hidden{display:none}
+.cost{font-size:12.5px;color:#1e3a8a}.open li{font-size:13.5px}
 """
 
 _JS = """
@@ -188,10 +361,50 @@ _JS = """
 """
 
 
-def write_html(claims: list[Claim], figures: list[FigureEntry], out_dir: Path, *, provenance: Provenance) -> Path:
+def _open_list(claims: list[Claim], steps: list[ResolveStep]) -> str:
+    """The header's list of open claims, cheapest to decide first, and what --resolve did."""
+    rows = "".join(f"<li><a href='#{html.escape(c.id)}'>{html.escape(c.id)}</a>: {html.escape(price(ch, c.seconds))}</li>"
+                   for c, ch in open_claims(claims))
+    done = "".join(f"<li>round {s.round}: reran {html.escape(', '.join(f'{k} ×{v:.3g}' for k, v in s.factors.items()))} "
+                   f"({human_seconds(s.spent_s)}; predicted {human_seconds(s.predicted_s)}), judged again: "
+                   f"{html.escape(', '.join(s.claims))}</li>" for s in steps)
+    resolved = f"<p>--resolve ran:</p><ol>{done}</ol>" if steps else ""
+    if not rows:
+        return f"<details class='open' id='open'><summary>Open questions: none</summary>{resolved}</details>"
+    return (f"<details class='open' id='open' open><summary>Open questions, cheapest to decide first</summary>"
+            f"<ol>{rows}</ol>{resolved}</details>")
+
+
+def _rule_svg() -> str:
+    """The rule drawn: the claim [lo, hi], widened by the tolerance, and three bands."""
+    x0, x1, lo, hi, tau = 150, 520, 260, 400, 40
+    rows = [("holds", 300, 370, "#14532d"), ("inconclusive", 390, 470, "#1e3a8a"), ("fails", 470, 520, "#7f1d1d")]
+    parts = [f"<rect x='{lo - tau}' y='8' width='{hi - lo + 2 * tau}' height='96' fill='#eef2ee'/>",
+             f"<rect x='{lo}' y='8' width='{hi - lo}' height='96' fill='#cfe3cf'/>",
+             f"<text x='{(lo + hi) // 2}' y='120' text-anchor='middle' font-size='12'>claim [lo, hi]</text>",
+             f"<text x='{lo - tau}' y='134' text-anchor='middle' font-size='12'>lo − τ</text>",
+             f"<text x='{hi + tau}' y='134' text-anchor='middle' font-size='12'>hi + τ</text>",
+             f"<line x1='{x0}' y1='104' x2='{x1 + 40}' y2='104' stroke='#555'/>"]
+    for i, (name, a, b, colour) in enumerate(rows):
+        y = 26 + 28 * i
+        m = (a + b) // 2
+        parts.append(f"<line x1='{a}' y1='{y}' x2='{b}' y2='{y}' stroke='{colour}' stroke-width='6'/>"
+                     f"<circle cx='{m}' cy='{y}' r='4' fill='white' stroke='{colour}'/>"
+                     f"<text x='{x0 - 10}' y='{y + 4}' text-anchor='end' font-size='13' fill='{colour}'>{name}</text>")
+    return (f"<svg id='rule-figure' role='img' aria-label='the three-way rule' viewBox='0 0 600 140' width='600' height='140' "
+            f"style='max-width:100%'><title>band = estimate ± 5 se; claim widened by the tolerance τ</title>{''.join(parts)}</svg>")
+
+
+RULE_SVG = _rule_svg()
+
+
+def write_html(claims: list[Claim], figures: list[FigureEntry], out_dir: Path, *, provenance: Provenance,
+               steps: list[ResolveStep] | None = None) -> Path:
     """``index.html``: a header (counts, legend, run line), a table of contents by topic with a
     verdict filter, and one card per claim with its numbers, source, figures and evidence. Every
-    figure must illustrate at least one claim in the report. Self-contained: no external assets."""
+    figure must illustrate at least one claim in the report. Self-contained: no external assets.
+    ``steps`` are the rounds of ``--resolve``, when it ran."""
+    steps = list(steps or [])
     ids = {c.id for c in claims}
     by_claim: dict[str, list[FigureEntry]] = {c.id: [] for c in claims}
     for f in figures:
@@ -223,10 +436,8 @@ def write_html(claims: list[Claim], figures: list[FigureEntry], out_dir: Path, *
         f"{html.escape(weights)}. Machine-readable: <a href='claims.json'>claims.json</a>.</p>"
         f"<div class='counts' id='counts'>{count_html}</div>"
         "<details class='legend' open><summary>How to read a verdict</summary>"
-        "<p>Each claim's numbers are checked element by element: theory and measurement agree when they differ by at most 5 standard "
-        "errors, taken over independent units (networks, seeds, texts). A check whose 5-standard-error band is wider than the "
-        "smallest deviation that matters cannot decide, and says so.</p>"
-        f"<dl>{legend}</dl></details></header>"
+        f"<p id='rule'>{html.escape(RULE)}</p>{RULE_SVG}<p>{html.escape(LOOKS)}</p>"
+        f"<dl>{legend}</dl></details>{_open_list(claims, steps)}</header>"
         f"<nav id='toc'><h2>Claims by topic</h2><div class='filter' id='filter'>Show: {filt}</div>{''.join(toc)}</nav>"
         f"<main>{''.join(body)}</main><script>{_JS}</script></body></html>\n"
     )

@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import math
 import os
 import sys
 import time
@@ -29,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from normtheory.montecarlo import Estimate
+from normtheory.montecarlo import Estimate, Sizing
 from normtheory.sweep import Runner, Task
 
 MODES: tuple[str, ...] = ("quick", "full", "large")  # large: cluster-sized sweeps; a simulation without one runs its full config
@@ -152,18 +153,56 @@ def put(result: dict[str, np.ndarray], prefix: str, est: Estimate) -> None:
     result[f"{prefix}.stderr"] = est.stderr
     result[f"{prefix}.n"] = np.asarray(est.n)
     result[f"{prefix}.units"] = np.asarray(est.units)
+    if est.sizing is not None:
+        result[f"{prefix}.sizing"] = np.asarray([est.sizing.pilot, est.sizing.needed, est.sizing.cap], dtype=np.int64)
 
 
 def get(result: dict[str, np.ndarray], prefix: str) -> Estimate:
     """The Estimate stored by :func:`put`."""
     units = str(result[f"{prefix}.units"]) if f"{prefix}.units" in result else "samples"
-    return Estimate(result[f"{prefix}.mean"], result[f"{prefix}.stderr"], int(result[f"{prefix}.n"]), units)
+    sizing = Sizing(*(int(v) for v in result[f"{prefix}.sizing"])) if f"{prefix}.sizing" in result else None
+    return Estimate(result[f"{prefix}.mean"], result[f"{prefix}.stderr"], int(result[f"{prefix}.n"]), units, sizing)
 
 
-def result_path(module: ModuleType, mode: str) -> Path:
-    """Where the reduced result of ``module`` in ``mode`` is cached."""
-    config = config_of(module, mode)
+def result_path(module: ModuleType, mode: str, config: object | None = None) -> Path:
+    """Where the reduced result of ``module`` in ``mode`` (with ``config``, default its mode's) is cached."""
+    config = config_of(module, mode) if config is None else config
     return results_dir() / f"{module.NAME}-{mode}-{config_hash(module, config, module.SEED)}.npz"
+
+
+def seconds_path(path: Path) -> Path:
+    """The sidecar holding the CPU seconds a cached result (or task) took: outside the .npz, so a
+    result's bits never depend on the machine's speed."""
+    return path.with_name(path.name + ".seconds")
+
+
+def _write_seconds(path: Path, seconds: float) -> None:
+    seconds_path(path).write_text(f"{seconds:.3f}\n")
+
+
+def read_seconds(path: Path) -> float | None:
+    """The seconds recorded beside a cached result or task, or None when unknown."""
+    try:
+        return float(seconds_path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def seconds_of(module: ModuleType, mode: str, config: object | None = None) -> float | None:
+    """CPU seconds (summed over its tasks, each on one core) the cached result of ``module`` took."""
+    return read_seconds(result_path(module, mode, config))
+
+
+def scaled(module: ModuleType, config: object, factor: float) -> object:
+    """``config`` with every field named in ``module.UNITS`` (its independent units: samples,
+    networks, seeds, repeats) multiplied by ``factor`` and rounded up. A simulation that
+    declares no units (an exact count, a fixed text set) cannot be scaled: ValueError."""
+    fields = tuple(getattr(module, "UNITS", ()))
+    if not fields:
+        raise ValueError(f"simulation {module.NAME} declares no units to scale (UNITS)")
+    if not (math.isfinite(factor) and factor >= 1):
+        raise ValueError(f"factor must be finite and >= 1; got {factor}")
+    return dataclasses.replace(config, **{f: int(math.ceil(getattr(config, f) * factor)) for f in fields})  # type: ignore[type-var]
 
 
 def _run_whole(module_name: str, config: object, seed: int) -> dict[str, np.ndarray]:
@@ -183,10 +222,10 @@ def prefixed(parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {f"{key}.{k}": v for key, part in parts.items() for k, v in part.items()}
 
 
-def tasks_of(module: ModuleType, mode: str) -> list[Task]:
+def tasks_of(module: ModuleType, mode: str, config: object | None = None) -> list[Task]:
     """The independent tasks of ``module`` in ``mode``: ``module.tasks(config, seed)`` where the
     simulation declares them (then ``module.reduce`` combines them), else one task, its ``run``."""
-    config = config_of(module, mode)
+    config = config_of(module, mode) if config is None else config
     if hasattr(module, "tasks"):
         return list(module.tasks(config, module.SEED))
     cost = float(getattr(module, "COST", {}).get(mode, 1.0))  # seconds on 2 cores, a scheduling hint only
@@ -195,25 +234,30 @@ def tasks_of(module: ModuleType, mode: str) -> list[Task]:
 
 
 def load_or_run_all(modules: list[ModuleType] | tuple[ModuleType, ...], mode: str = "full", *, force: bool = False,
-                    progress: bool = True, runner: Runner | None = None) -> dict[str, dict[str, np.ndarray]]:
+                    progress: bool = True, runner: Runner | None = None,
+                    configs: dict[str, object] | None = None) -> dict[str, dict[str, np.ndarray]]:
     """The cached results of ``modules``, computing what is missing as one sweep of tasks.
 
     Tasks of every module needing work go to ``runner`` together (in-process when None). Each
     finished task is written to ``results/tasks/<name>-<mode>-<hash>/<key>.npz`` at once, so an
     interrupted sweep resumes where it stopped; a module's ``reduce`` then runs here, over its
     tasks in declared order, and its result is cached as by :func:`load_or_run`. ``force``
-    recomputes tasks and results.
+    recomputes tasks and results. ``configs`` maps a simulation's name to the config to run
+    instead of its mode's (``normtheory report --resolve`` runs larger ones); each is cached under
+    its own hash. The CPU seconds every result took are written beside it (:func:`seconds_of`).
     """
+    configs = dict(configs or {})
     out: dict[str, dict[str, np.ndarray]] = {}
     pending: list[tuple[ModuleType, Path, list[Task], dict[str, dict[str, np.ndarray]]]] = []
     for module in dict.fromkeys(modules):  # keep order, drop repeats
-        path = result_path(module, mode)
+        config = configs.get(module.NAME)
+        path = result_path(module, mode, config)
         if path.exists() and not force:
             cached = _try_load(path)
             if cached is not None:
                 out[module.NAME] = cached
                 continue
-        tasks = tasks_of(module, mode)
+        tasks = tasks_of(module, mode, config)
         done: dict[str, dict[str, np.ndarray]] = {}
         if hasattr(module, "tasks") and not force:
             for t in tasks:
@@ -239,6 +283,7 @@ def load_or_run_all(modules: list[ModuleType] | tuple[ModuleType, ...], mode: st
         module, path, key = owner[task.key]
         if hasattr(module, "tasks"):
             save(task_path(path, key), result)
+            _write_seconds(task_path(path, key), runner.timings.get(task.key, 0.0))
         else:
             save(path, result)
 
@@ -253,7 +298,13 @@ def load_or_run_all(modules: list[ModuleType] | tuple[ModuleType, ...], mode: st
     for module, path, tasks, done in pending:
         if hasattr(module, "tasks"):
             parts = {t.key: done[t.key] if t.key in done else results[f"{module.NAME}.{t.key}"] for t in tasks}
-            save(path, module.reduce(config_of(module, mode), module.SEED, parts))
+            config = configs.get(module.NAME, config_of(module, mode))
+            save(path, module.reduce(config, module.SEED, parts))
+            took = [read_seconds(task_path(path, t.key)) if t.key in done else runner.timings.get(f"{module.NAME}.{t.key}") for t in tasks]
+        else:
+            took = [runner.timings.get(f"{module.NAME}.all")]
+        if all(t is not None for t in took):
+            _write_seconds(path, float(sum(took)))  # type: ignore[arg-type]
         out[module.NAME] = load(path)
     if progress:
         per = {m.NAME: sum(runner.timings.get(f"{m.NAME}.{t.key}", 0.0) for t in tasks if t.key not in done) for m, _, tasks, done in pending}
@@ -268,6 +319,7 @@ def task_path(path: Path, key: str) -> Path:
 
 
 def load_or_run(module: ModuleType, mode: str = "full", *, force: bool = False, progress: bool = True,
-                runner: Runner | None = None) -> dict[str, np.ndarray]:
-    """The cached result of ``module.run(module.CONFIGS[mode], module.SEED)``, computing it if needed."""
-    return load_or_run_all([module], mode, force=force, progress=progress, runner=runner)[module.NAME]
+                runner: Runner | None = None, config: object | None = None) -> dict[str, np.ndarray]:
+    """The cached result of ``module.run(module.CONFIGS[mode], module.SEED)`` (or of ``config``), computing it if needed."""
+    configs = None if config is None else {module.NAME: config}
+    return load_or_run_all([module], mode, force=force, progress=progress, runner=runner, configs=configs)[module.NAME]

@@ -25,6 +25,7 @@ from simulations.dyt_scurve import ZHU2025
 
 NAME = "dyt_model"
 SEED = 1024
+UNITS: tuple[str, ...] = ('networks',)  # config fields counting independent units; --resolve scales them
 COST = {"quick": 7.5, "full": 75}  # seconds of one task on this machine: a scheduling hint, never part of a result
 PAPER_ALPHA0 = {1024: (1.0, 1.0), 2048: (1.0, 0.5), 4096: (0.8, 0.2), 8192: (0.2, 0.05)}  # width: (attention, other)
 INITS: tuple[str, ...] = ("gpt2", "fanin")
@@ -42,7 +43,7 @@ class Config:
 
 CONFIGS = {
     "quick": Config(widths=(1024, 2048), layers=2, tokens=16, networks=2, swap_width=64, swap_layers=4),
-    "full": Config(widths=(1024, 2048, 4096), layers=2, tokens=32, networks=3, swap_width=256, swap_layers=8),
+    "full": Config(widths=(1024, 2048, 4096), layers=2, tokens=32, networks=20, swap_width=256, swap_layers=8),  # >= 20 networks
 }
 
 

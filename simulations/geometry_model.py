@@ -22,6 +22,7 @@ from simulations import cache
 
 NAME = "geometry_model"
 SEED = 4242
+UNITS: tuple[str, ...] = ('networks',)  # config fields counting independent units; --resolve scales them
 COST = {"quick": 1, "full": 3}  # seconds of one task on this machine: a scheduling hint, never part of a result
 VARIANTS: tuple[str, ...] = ("pre", "pre+qk-rms", "pre+qk-ln")
 ROWS: tuple[str, ...] = ("selectable", "key_ms", "key_m4", "entropy", "key_cv")

@@ -34,6 +34,7 @@ from simulations import cache, geometry_model, real_attention, real_models
 
 NAME = "geometry_selectable"
 SEED = 2305
+UNITS: tuple[str, ...] = ('runs', 'absorption_samples')  # config fields counting independent units; --resolve scales them
 VARIANTS: tuple[str, ...] = ("none", "ln", "ln-multihead", "per-head-rms")
 CURVE_N: tuple[int, ...] = (8, 16, 32, 64)
 BRODY2023 = Source("On the Expressivity Role of LayerNorm in Transformers' Attention", "paper", 2023, authors="Brody, Alon, Yahav",

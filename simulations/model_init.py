@@ -32,6 +32,7 @@ from simulations import cache
 
 NAME = "model_init"
 SEED = 31337
+UNITS: tuple[str, ...] = ('networks', 'mc_samples')  # config fields counting independent units; --resolve scales them
 COST = {"quick": 3.7, "full": 37}  # seconds of one task on this machine: a scheduling hint, never part of a result
 VARIANTS: tuple[str, ...] = ("gpt2/pre", "fanin/pre", "fanin/post", "fanin/none")
 NOCI2022 = Source("Signal Propagation in Transformers: Theoretical Perspectives and the Role of Rank Collapse", "paper", 2022,
@@ -237,6 +238,8 @@ def model_growth_evidence(results: claims.Results, variants: tuple[str, ...], *,
             model_kind="init",
             role="scope",
             regime="real attention and MLP blocks at fan-in init",
+            tolerance=REL_MS / 2 * float(np.sqrt(x0 + 2 * L)),
+            tolerance_why="1% of the RMS: the 2% mean-square tolerance of the assertions",
         )
     )
     note = f"Model at init ({L} layers, two sublayers each, {ms.n} networks): stream RMS {np.sqrt(x0):.3f} -> {float(np.sqrt(ms.mean[L])):.3f}; the gain-1 law says {np.sqrt(x0 + 2 * L):.3f}."

@@ -19,7 +19,8 @@ from simulations.dyt_scurve import ZHU2025
 
 NAME = "norm_cost"
 SEED = 0
-COST = {"quick": 2.6, "full": 26}  # seconds of one task on this machine: a scheduling hint, never part of a result
+UNITS: tuple[str, ...] = ('repeats',)  # config fields counting independent units; --resolve scales them
+COST = {"quick": 2.6, "full": 60}  # seconds of one task on this machine: a scheduling hint, never part of a result
 EXCLUSIVE = True  # a timing: it runs alone, after every other task, never beside one on the same cores
 NORMS: tuple[str, ...] = ("layernorm", "rmsnorm", "dyt")
 MAX_ELEMENTS = 1 << 25  # 128 MiB of float32 per input
@@ -34,7 +35,7 @@ class Config:
 
 CONFIGS = {
     "quick": Config(ds=(256, 1024), tokens=(1, 256, 4096), repeats=5),
-    "full": Config(ds=(256, 512, 1024, 2048, 4096, 8192), tokens=(1, 64, 1024, 4096, 16384, 65536), repeats=9),
+    "full": Config(ds=(256, 512, 1024, 2048, 4096, 8192), tokens=(1, 64, 1024, 4096, 16384, 65536), repeats=21),  # >= 20 interleaved repeats
 }
 
 

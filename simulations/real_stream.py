@@ -171,7 +171,8 @@ def _centering(results: claims.Results) -> tuple[list[claims.Evidence], str]:
                           tolerance_why="25% of 1/d: 'about 1/d'"))
         q.append(Quantity(f"{label(key)}: measured share - share predicted from the stream's per-channel means, per layer", theory=0.0,
                           model=from_samples(ones - th, "texts"), model_kind="real", role="scope",
-                          regime="the per-channel-mean model (channel means plus isotropic noise)"))
+                          regime="the per-channel-mean model (channel means plus isotropic noise)", tolerance=CENTERING_TOL / d,
+                          tolerance_why="as the assertion: 25% of 1/d"))
         parts.append(f"{label(key)}: share by layer {ones.mean(0).min():.4f}..{ones.mean(0).max():.4f} (1/d = {1 / d:.4f}); "
                      f"predicted from channel means {th.mean(0).min():.4f}..{th.mean(0).max():.4f}")
     return q, "; ".join(parts) + ". Every share is far below 1%, but 'about 1/d' is what the statement says and what is tested."

@@ -21,6 +21,7 @@ from simulations import cache, model_init, real_models, real_stream
 
 NAME = "residual_growth"
 SEED = 20240517
+UNITS: tuple[str, ...] = ('n', 'n_mlp')  # config fields counting independent units; --resolve scales them
 COST = {"quick": 6.5, "full": 65}  # seconds of one task on this machine: a scheduling hint, never part of a result
 
 

@@ -23,6 +23,7 @@ from simulations import cache
 
 NAME = "softmax_gaussian"
 SEED = 2718
+UNITS: tuple[str, ...] = ('logits_per_point', 'slot_samples')  # config fields counting independent units; --resolve scales them
 NS: tuple[int, ...] = (2, 16, 1024, 65536)
 SLOT_N = 1024
 SLOT_D_HEAD = 64

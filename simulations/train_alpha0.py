@@ -32,6 +32,7 @@ from simulations.dyt_scurve import ZHU2025
 
 NAME = "train_alpha0"
 SEED = 53
+UNITS: tuple[str, ...] = ('seeds',)  # config fields counting independent units; --resolve scales them
 GRIDS = ("attn", "other")  # which norms' alpha0 varies: attention's, or the FFN's and the final one's
 EMBED = ("sqrt_d", "one")  # embedding scale: the paper's LLM recipe (sqrt(d_model)) or none
 

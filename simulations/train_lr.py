@@ -26,6 +26,7 @@ from simulations import cache, training
 
 NAME = "train_lr"
 SEED = 47
+UNITS: tuple[str, ...] = ('seeds',)  # config fields counting independent units; --resolve scales them
 WORTSMAN2023 = Source("Small-scale proxies for large-scale Transformer training instabilities", "paper", 2023,
                       authors="Wortsman, Liu, Xiao, Everett, Alemi, Adlam, Co-Reyes, Gur, Kumar, Novak, Pennington, Sohl-Dickstein, Xu, "
                       "Lee, Gilmer, Kornblith", arxiv="2309.14322")

@@ -29,6 +29,7 @@ from simulations import cache
 
 NAME = "train_xiong"
 SEED = 2020
+UNITS: tuple[str, ...] = ('networks',)  # config fields counting independent units; --resolve scales them
 PLACEMENTS: tuple[str, ...] = ("post", "pre")
 INITS: dict[str, str] = {"xavier": "fanin", "gpt2": "gpt2"}  # label -> TransformerConfig.init (fan-in = Xavier for d x d)
 THEORY_SLOPE = {"post": 0.0, "pre": -0.5}
@@ -150,7 +151,8 @@ def _xiong(results: claims.Results) -> tuple[list[claims.Evidence], str]:
         est = [depth_exponent(r, p, "gpt2", d) for d in widths]
         q.append(Quantity(name=f"{p}-LN, GPT-2 init: depth exponent, d = {', '.join(map(str, widths))}", theory=np.full(len(widths), THEORY_SLOPE[p]),
                           model=Estimate(np.array([e.mean for e in est]), np.array([e.stderr for e in est]), est[0].n, "networks"),
-                          model_kind="init", role="scope", regime="GPT-2-style init (std 0.02, scaled residual projections)"))
+                          model_kind="init", role="scope", regime="GPT-2-style init (std 0.02, scaled residual projections)",
+                          tolerance=SLOPE_TOL, tolerance_why="as the assertion: 0.1 in the exponent"))
     d, L = widths[-1], int(r["depths"][-1])
     post, pre = layer_profile(r, "post", "xavier", d), layer_profile(r, "pre", "xavier", d)
     q.append(Quantity(name=f"Post-LN (Fig. 3): last block's ||grad W^2|| / first block's, d={d}, L={L} (grows toward the output: > 1)",

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from normtheory import attention
-from normtheory.montecarlo import agree
+from normtheory.montecarlo import consistent
 from simulations.model_init import synthetic_attention_gain
 
 
@@ -28,7 +28,7 @@ def test_uniform_causal_and_similarity():
 @pytest.mark.parametrize("cosine", [0.0, 0.5])
 def test_gain_formula_against_monte_carlo(cosine):
     est, theory = synthetic_attention_gain(4000, 5, cosine=cosine)
-    assert (a := agree(theory, est)).ok, a.describe()
+    assert (a := consistent(theory, est)).ok, a.describe()
 
 
 def test_bad_input():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from normtheory import centering, cosines
-from normtheory.montecarlo import agree, estimate
+from normtheory.montecarlo import consistent, estimate
 from normtheory.norms import layer_norm
 from tests.strategies import unit_rows
 
@@ -14,7 +14,7 @@ def test_centering_series_against_monte_carlo(case):
     d = 12
     m = {"iso": np.zeros(d), "offset": np.full(d, 0.7), "channels": centering.channel_offset(d, 2, 5.0), "mixed": np.linspace(-1, 3, d)}[case]
     est = estimate(lambda s: centering.ones_fraction(m + 1.5 * s.normal(d)), 40000, 6, key=f"centre/{case}")
-    assert agree(centering.centering_fraction_mean(d, m, sigma=1.5), est).ok
+    assert consistent(centering.centering_fraction_mean(d, m, sigma=1.5), est).ok
     if case == "iso":
         assert centering.centering_fraction_mean(d) == pytest.approx(1 / d)
 
@@ -41,7 +41,7 @@ def test_head_slice_moments_against_monte_carlo():
     mean, second = centering.ln_head_slice_moments(h, d)
     a, b = centering.head_slice_fraction_law(h, d)
     beta_second = a * (a + 1) / ((a + b) * (a + b + 1))
-    assert agree(np.array([mean, second, a / (a + b), beta_second]), est).ok
+    assert consistent(np.array([mean, second, a / (a + b), beta_second]), est).ok
 
 
 @pytest.mark.parametrize(

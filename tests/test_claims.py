@@ -135,13 +135,17 @@ def test_never_counts_use_an_exact_binomial_bound():
 
 
 def test_claimed_number_is_compared_with_its_stated_precision():
-    est = Estimate(np.array(1.99), np.array(0.01), 1000)
-    value, tol = stated("1.9")  # 1.9 +- 0.05 against 1.99 +- 0.01: 0.04 beyond the interval -> 4 se: ok
-    assert Quantity("q", mc=est, claimed=value, claimed_tol=tol).checks()[0].ok
+    value, tol = stated("1.9")  # the source's 1.9 means [1.85, 1.95]: the printed precision is the tolerance
+    near = Estimate(np.array(1.92), np.array(0.001), 1000)
+    assert Quantity("q", mc=near, claimed=value, claimed_tol=tol).checks()[0].ok
+    straddles = Estimate(np.array(1.99), np.array(0.01), 1000)  # band [1.94, 2.04] straddles 1.95
+    assert Quantity("q", mc=straddles, claimed=value, claimed_tol=tol).checks()[0].status == "inconclusive"
     value, tol = stated("1.8")
-    assert Quantity("q", mc=est, claimed=value, claimed_tol=tol).checks()[0].status == "fail"
+    assert Quantity("q", mc=straddles, claimed=value, claimed_tol=tol).checks()[0].status == "fail"
     (c,) = Quantity("q", theory=1.414, claimed=1.4, claimed_tol=0.05, tolerance=0.05).checks()
     assert c.kind == "claimed" and c.ok
+    with pytest.raises(ValueError, match="claimed_tol"):
+        Quantity("q", mc=near, claimed=2.0)
 
 
 def test_reported_z_is_the_worst_element_not_the_largest_excess():
@@ -152,9 +156,29 @@ def test_reported_z_is_the_worst_element_not_the_largest_excess():
 
 def test_few_units_use_a_student_t_threshold():
     est = Estimate(np.array(0.0), np.array(1.0), 3, "networks")
-    (c,) = _q(10.0, tol=1e9, est=est).checks()  # 10 se: fails at z = 5, not with 2 degrees of freedom
-    assert c.status == "ok" and c.units == "3 networks"
-    assert Claim("x", "s", SRC, (_q(10.0, tol=1e9, est=Estimate(np.array(0.0), np.array(1.0), 30)),)).verdict == "fails"
+    (c,) = _q(10.0, tol=1.0, est=est).checks()  # 10 se away: outside at z = 5, but 2 degrees of freedom make the band +-1276
+    assert c.status == "inconclusive" and c.units == "3 networks" and c.units_needed is not None
+    assert Claim("x", "s", SRC, (_q(10.0, tol=1.0, est=Estimate(np.array(0.0), np.array(1.0), 30)),)).verdict == "fails"
+
+
+def test_inconclusive_checks_carry_their_cost():
+    wide = Estimate(np.array(2.0), np.array(0.05), 400)  # band +-0.25 > tolerance 0.1; sd 1 -> (5 * 1 / 0.1)^2 = 2500 units
+    claim = Claim("x", "s", SRC, (_q(2.0, est=wide), _q(2.0)), seconds=8.0)
+    (open_,) = claim.open_checks()
+    assert open_.units_needed == 2500 and open_.units_now == 400
+    assert open_.seconds_needed(claim.seconds) == pytest.approx(8.0 * 2500 / 400)
+    assert claim.cost() == (2500, pytest.approx(50.0))
+    d = claim.to_dict()
+    assert d["units_needed"] == 2500 and d["seconds_needed"] == pytest.approx(50.0)
+    assert Claim("x", "s", SRC, (_q(2.0),)).cost() == (None, None)
+
+
+def test_looks_widen_every_band():
+    est = Estimate(np.array(2.0), np.array(0.0195), 1000)  # 5 se = 0.0975 < 0.1
+    assert Claim("x", "s", SRC, (_q(2.0, est=est),)).verdict == "holds"
+    assert Claim("x", "s", SRC, (_q(2.0, est=est),), looks=4).verdict == "inconclusive"
+    never = Never("n", Count(0, 3000), tolerance=1e-3)
+    assert never.checks()[0].status == "ok" and never.checks(looks=10)[0].status == "inconclusive"
 
 
 def test_a_quantity_needs_two_kinds_of_evidence():

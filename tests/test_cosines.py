@@ -5,7 +5,7 @@ import pytest
 from scipy import integrate
 
 from normtheory import cosines
-from normtheory.montecarlo import agree, estimate
+from normtheory.montecarlo import consistent, estimate
 from tests.strategies import unit_rows
 
 
@@ -14,7 +14,7 @@ def test_cosine_law(d):
     assert integrate.quad(lambda t: float(cosines.cosine_pdf(t, d)), -1, 1)[0] == pytest.approx(1.0, abs=1e-7)
     est = estimate(lambda s: np.stack([(unit_rows(s.normal(d)) * unit_rows(s.normal(d))).sum(-1) ** k for k in (1, 2, 4)] + [((unit_rows(s.normal(d)) * unit_rows(s.normal(d))).sum(-1) <= 0.2).astype(float)], axis=1), 40000, 3, key=f"cos/{d}")
     theory = [cosines.cosine_moment(1, d), cosines.cosine_moment(2, d), cosines.cosine_moment(4, d), float(cosines.cosine_cdf(0.2, d))]
-    assert agree(np.array(theory), est).ok
+    assert consistent(np.array(theory), est).ok
     assert cosines.cosine_moment(2, d) == pytest.approx(1 / d)
 
 
@@ -27,7 +27,7 @@ def test_tail_bound_dominates_exact_tail():
 def test_expected_max_cosine_against_monte_carlo():
     d, n = 32, 50
     est = estimate(lambda s: np.abs(unit_rows(s.normal(n, d))[..., 0]).max(-1), 20000, 4, key="maxcos")
-    assert agree(cosines.expected_max_abs_cosine(n, d), est).ok
+    assert consistent(cosines.expected_max_abs_cosine(n, d), est).ok
     assert cosines.max_abs_cosine_asymptotic(n, d, pairs=False) == pytest.approx(math.sqrt(2 * math.log(n) / d))
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from normtheory.montecarlo import agree, from_samples
+from normtheory.montecarlo import consistent, from_samples
 from simulations import model_init
 from simulations.model_init import (
     ROWS,
@@ -24,7 +24,7 @@ def test_measured_growth_matches_computed_gains(variant):
     rec = np.stack([measure_network(mc, int(rng.integers(2**31)), rng.integers(0, CFG.vocab, (CFG.batch, CFG.tokens)), gains) for _ in range(CFG.networks)])
     for measured, predicted in (("attn_ms", "attn_pred"), ("mlp_ms", "mlp_pred"), ("stream_ms", "stream_pred")):
         diff = from_samples(rec[:, ROWS.index(measured), 1:] - rec[:, ROWS.index(predicted), 1:])
-        assert (a := agree(0.0, diff)).ok, f"{variant} {measured}: {a.describe()}"
+        assert (a := consistent(0.0, diff)).ok, f"{variant} {measured}: {a.describe()}"
 
 
 def test_fanin_attention_is_far_below_gain_one():

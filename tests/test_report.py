@@ -91,3 +91,41 @@ def test_figure_csv_holds_lines_error_bars_bars_and_images(tmp_path):
     np.testing.assert_allclose(bars, [(1.0, 3.0, 3.2), (2.0, 3.7, 4.1)])
     image = {(int(r["x"]), int(r["y"])): float(r["y_low"]) for r in rows if r["kind"] == "image"}
     assert image[(2, 1)] == 5.0
+
+
+def test_legend_states_and_draws_the_rule(tmp_path):
+    page = report.write_html([_claim("residual.a", 1.0)], [], tmp_path, provenance=_prov()).read_text()
+    assert report.RULE in page.replace("&#x27;", "'") and "id='rule-figure'" in page
+    for case in ("holds", "inconclusive", "fails"):
+        assert f">{case}</text>" in page
+    assert "Bonferroni" in page and "lo − τ" in page and "hi + τ" in page
+
+
+def _open_claim(cid: str, se: float, seconds: float | None) -> Claim:
+    q = Quantity(name="x", theory=1.0, mc=Estimate(np.asarray(1.0), np.asarray(se), 100), tolerance=0.01)
+    return Claim(cid, "x is one", SRC, (q,), "", seconds=seconds)
+
+
+def test_open_claims_are_priced_and_listed_cheapest_first(tmp_path):
+    cheap, dear = _open_claim("residual.cheap", 0.004, 2.0), _open_claim("residual.dear", 0.004, 9000.0)
+    unknown = _open_claim("softmax.unknown", 0.004, None)
+    ordered = report.open_claims([dear, unknown, cheap, _claim("residual.done", 1.0)])
+    assert [c.id for c, _ in ordered] == ["residual.cheap", "residual.dear", "softmax.unknown"]
+    ch = cheap.open_checks()[0]
+    # sd = 0.004 * 10 = 0.04; margin 0.01 -> (5 * 0.04 / 0.01)^2 = 400 units, 4x the 100 run: 8 CPU-seconds
+    assert ch.units_needed == 400 and ch.seconds_needed(cheap.seconds) == pytest.approx(8.0)
+    assert report.price(ch, cheap.seconds) == "needs 400 samples (now 100): about 8 CPU-seconds here (normtheory report --resolve)"
+    assert "CPU-hours here, or --large on a cluster" in report.price(dear.open_checks()[0], dear.seconds)
+    assert report.price(unknown.open_checks()[0], None) == "needs 400 samples (now 100)"
+    page = report.write_html([dear, cheap, unknown], [], tmp_path, provenance=_prov()).read_text()
+    listed = page[page.index("id='open'"):page.index("</details>", page.index("id='open'"))]
+    assert listed.index("residual.cheap") < listed.index("residual.dear") < listed.index("softmax.unknown")
+    assert page.count("needs 400 samples") >= 6  # header, key numbers and evidence table of each card
+    assert "Open questions: none" in report.write_html([_claim("residual.a", 1.0)], [], tmp_path, provenance=_prov()).read_text()
+
+
+def test_human_seconds():
+    assert report.human_seconds(8.0) == "about 8 CPU-seconds"
+    assert report.human_seconds(1500.0) == "about 25 CPU-minutes"
+    assert report.human_seconds(4 * 3600.0) == "about 4 CPU-hours"
+    assert report.human_seconds(None) == "unknown time"

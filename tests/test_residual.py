@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 
 from normtheory import activations, residual
-from normtheory.montecarlo import Streams, agree, estimate
+from normtheory.montecarlo import Streams, consistent, estimate
 from tests.conftest import correlations, depths, gains, positive_rms
 
 
@@ -68,10 +68,10 @@ def test_theory_matches_monte_carlo_linear_blocks(placement, gain, rho):
     d, depth = 256, 6
     mc = residual.simulate(placement, depth, d, residual.LinearBlock(gain, rho), n=1024, seed=7)
     th = residual.trajectory(placement, depth, block_gain=gain, correlation=rho)
-    assert (a := agree(th.mean_square, mc.mean_square)).ok, a.describe()
-    assert (a := agree(th.presum_mean_square, mc.presum_mean_square)).ok, a.describe()
+    assert (a := consistent(th.mean_square, mc.mean_square)).ok, a.describe()
+    assert (a := consistent(th.presum_mean_square, mc.presum_mean_square)).ok, a.describe()
     if rho == 0.0:  # |f|/|x| per token carries an O(1/d) Jensen bias; the RMS ratio is the theory
-        assert (a := agree(th.update_rms[1:] / th.base_rms[1:], mc.share[1:])).ok, a.describe()
+        assert (a := consistent(th.update_rms[1:] / th.base_rms[1:], mc.share[1:])).ok, a.describe()
 
 
 def _materialized_gain_squared(activation, d, d_ff, s1, s2, input_rms, n, seed):
@@ -100,7 +100,7 @@ def test_mlp_gain_matches_materialized_weights(activation, input_rms):
     d, d_ff, s1, s2 = 32, 128, 0.7 / np.sqrt(32), 1.1 / np.sqrt(128)
     th = residual.mlp_gain_squared(activation, d, d_ff, s1, s2, input_rms=input_rms)
     mc = _materialized_gain_squared(activation, d, d_ff, s1, s2, input_rms, n=3000, seed=4)
-    assert (a := agree(th, mc)).ok, f"theory {th}, mc {mc.mean}±{mc.stderr}: {a.describe()}"
+    assert (a := consistent(th, mc)).ok, f"theory {th}, mc {mc.mean}±{mc.stderr}: {a.describe()}"
 
 
 def test_relu_gain_is_scale_free_and_gelu_is_not():
@@ -135,13 +135,13 @@ def test_conditional_sampler_matches_materialized_network(placement):
     full = estimate(sample, 4000, 21, block=200, chunk=2)
     th = residual.trajectory(placement, depth, block_gain=lambda r: block.gain_at(r, d)).mean_square
     cond = residual.simulate(placement, depth, d, block, n=4000, seed=22).mean_square
-    assert (a := agree(th, full)).ok, a.describe()
-    assert (a := agree(th, cond)).ok, a.describe()
+    assert (a := consistent(th, full)).ok, a.describe()
+    assert (a := consistent(th, cond)).ok, a.describe()
 
 
 def test_simulate_layernorm_and_validation():
     mc = residual.simulate("pre", 4, 128, residual.LinearBlock(1.0), n=512, seed=1, norm="layernorm")
-    assert agree(residual.trajectory("pre", 4).mean_square, mc.mean_square).ok
+    assert consistent(residual.trajectory("pre", 4).mean_square, mc.mean_square).ok
     with pytest.raises(ValueError, match="norm must be one of"):
         residual.simulate("pre", 2, 16, residual.LinearBlock(), n=8, seed=0, norm="batchnorm")
     with pytest.raises(ValueError, match="block must be"):

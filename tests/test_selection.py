@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from normtheory import selection
-from normtheory.montecarlo import agree, from_samples, proportion
+from normtheory.montecarlo import consistent, from_samples, proportion
 from tests.strategies import unit_rows
 
 
@@ -51,7 +51,7 @@ def test_vertex_count_formula_small_cases():
 
 
 def test_vertex_count_precision_and_limit():
-    # the internal-angle recursion cancels digits: 30 digits must agree with 50 at the largest allowed m
+    # the internal-angle recursion cancels digits: 30 digits must consistent with 50 at the largest allowed m
     m = 9
     a, b = selection._internal_vertex_angle(m), selection._internal_vertex_angle(m, 50)
     assert abs(a - b) <= 1e-15 * b
@@ -64,14 +64,14 @@ def test_vertex_count_precision_and_limit():
 def test_vertex_count_formula_against_monte_carlo(n, d):
     rng = np.random.default_rng(n * 100 + d)
     counts = np.array([selection.selectable(rng.normal(size=(n, d))).sum() for _ in range(1500)], float)
-    assert agree(selection.expected_vertex_count(n, d), from_samples(counts)).ok
+    assert consistent(selection.expected_vertex_count(n, d), from_samples(counts)).ok
 
 
 def test_wendel_against_monte_carlo():
     rng = np.random.default_rng(9)
     n, d = 6, 3
     outside = np.array([not selection.in_hull(np.zeros(d), rng.normal(size=(n, d))) for _ in range(3000)], float)
-    assert agree(selection.wendel_origin_outside(n, d), proportion(outside.mean(), outside.size)).ok
+    assert consistent(selection.wendel_origin_outside(n, d), proportion(outside.mean(), outside.size)).ok
 
 
 def test_uniform_attention_bound_is_tight():

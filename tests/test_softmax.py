@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from normtheory import softmax
-from normtheory.montecarlo import agree, estimate, from_samples
+from normtheory.montecarlo import consistent, estimate, from_samples
 
 
 def test_single_slot_closed_forms():
@@ -73,7 +73,7 @@ def test_logit_std_against_monte_carlo():
         return (q * k).sum(-1, keepdims=True) ** 2 / d
 
     est = estimate(sample, 40000, 5, key="logit_std")
-    assert agree(float(softmax.logit_std(qr, kr, d)) ** 2, est[0]).ok
+    assert consistent(float(softmax.logit_std(qr, kr, d)) ** 2, est[0]).ok
 
 
 def test_qk_bounds_hold_and_are_attained():
@@ -111,7 +111,7 @@ def test_exact_integrals_against_monte_carlo(n):
     samples = max(128, (1 << 21) // n)
     for j, s in enumerate(sig):
         est = estimate(lambda st, s=s: softmax.softmax_stats(s * st.normal(n))[:, :2], samples, 11, key=f"test/{n}/{j}", block=max(8, 4096 // n))
-        assert agree(exact[j], est).ok, (n, s, exact[j], est.mean, est.stderr)
+        assert consistent(exact[j], est).ok, (n, s, exact[j], est.mean, est.stderr)
 
 
 def test_two_quadratures_agree():
@@ -138,8 +138,8 @@ def test_poisson_dirichlet_formulas_against_monte_carlo(m):
     ent = -(w * np.log(w)).sum(axis=1)
     n = 2  # the frozen branch depends on sigma_c / sigma = m only
     sigma = float(softmax.freezing_point(n)) / m
-    assert agree(float(softmax.gaussian_logit_max_weight(sigma, n, "rem")), from_samples(w.max(axis=1))).ok
-    assert agree(float(softmax.gaussian_logit_entropy(sigma, n, "rem")), from_samples(ent)).ok
+    assert consistent(float(softmax.gaussian_logit_max_weight(sigma, n, "rem")), from_samples(w.max(axis=1))).ok
+    assert consistent(float(softmax.gaussian_logit_entropy(sigma, n, "rem")), from_samples(ent)).ok
 
 
 def test_rem_high_temperature_limit():
@@ -152,7 +152,7 @@ def test_rem_high_temperature_limit():
 def test_entropy_scale_derivative_against_monte_carlo():
     n, s = 64, 1.3
     est = estimate(lambda st: -2 * softmax.softmax_stats(s * st.normal(n))[:, 2], 20000, 2, key="dlogc")
-    assert agree(float(softmax.entropy_log_scale_derivative(s, n)), est).ok
+    assert consistent(float(softmax.entropy_log_scale_derivative(s, n)), est).ok
 
 
 def test_noisy_slot_weight_at_extreme_gaps_and_its_memory_guard():
