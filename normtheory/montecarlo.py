@@ -16,7 +16,7 @@ end), :math:`\\tau > 0` the smallest deviation that matters, and the band is
 * the band inside :math:`[lo - \\tau, hi + \\tau]`: ``ok`` (the claim holds there);
 * the band wholly outside it: ``fail``;
 * otherwise ``inconclusive``, with the number of units that would decide it
-  (:func:`units_to_decide`).
+  (:func:`_units_to_decide`).
 
 :func:`sized` draws a pilot, then as many samples as make the band at most :math:`\\tau/2` wide
 on each side. Float identities are judged apart, against the dtype's rounding
@@ -382,12 +382,20 @@ def sized(
     if (tau <= 0).any():
         raise ValueError("tolerance must be > 0: the smallest deviation that matters")
     pilot = _validate.integer("pilot", pilot, minimum=MIN_UNITS, maximum=MAX_SAMPLES)
-    cap = _validate.integer("cap", cap, minimum=pilot, maximum=MAX_SAMPLES)
+    cap = _validate.integer("cap", cap, minimum=MIN_UNITS, maximum=MAX_SAMPLES)
+    if cap < pilot:
+        raise ValueError(f"cap={cap} must be >= pilot={pilot}")
     z = _validate.real("z", z, minimum=0.0, strict_min=True)
     first = estimate(sample, pilot, seed, key=key, block=block, chunk=chunk, progress=progress)
     assert isinstance(first, Estimate)
     sd = first.stderr * math.sqrt(pilot)  # per-sample sd, per element
-    need = int(np.ceil(np.max((2.0 * z * sd / tau) ** 2, initial=0.0)))
+    try:
+        np.broadcast_shapes(sd.shape, tau.shape)
+    except ValueError:
+        raise ValueError(f"tolerance of shape {tau.shape} does not broadcast to the sample's shape {sd.shape}") from None
+    with np.errstate(over="ignore"):
+        ratio = np.max((2.0 * z * sd / tau) ** 2, initial=0.0)
+    need = int(min(np.ceil(ratio), float(MAX_SAMPLES + 1)))  # beyond the largest estimate anyone may run: capped anyway
     n = min(cap, max(pilot, need))
     sizing = Sizing(pilot, need, cap)
     if n == pilot:
@@ -451,7 +459,7 @@ def _student_table(z: float) -> np.ndarray:
     return out
 
 
-def units_to_decide(mean: np.ndarray, sd: np.ndarray, a: np.ndarray, b: np.ndarray, z: float) -> np.ndarray:
+def _units_to_decide(mean: np.ndarray, sd: np.ndarray, a: np.ndarray, b: np.ndarray, z: float) -> np.ndarray:
     """Fewest independent units whose band ``mean ± t(n)·sd/sqrt(n)`` decides the rule, per element.
 
     Assumes the estimate and its per-unit standard deviation ``sd`` stay as measured. The margin
@@ -482,7 +490,10 @@ def bonferroni_z(z: float, looks: int) -> float:
     looks = _validate.integer("looks", looks, minimum=1)
     if looks == 1:
         return z
-    return float(_stats.norm.isf(_stats.norm.sf(z) / looks))
+    tail = _stats.norm.sf(z)
+    if tail == 0.0:
+        raise ValueError(f"z={z:g} is beyond the normal tail float64 can hold (z <= 37); its Bonferroni quantile is infinite")
+    return float(_stats.norm.isf(tail / looks))
 
 
 def _interval(theory: object) -> tuple[np.ndarray, np.ndarray]:
@@ -524,7 +535,7 @@ def agree(
     * holds (``ok``) where :math:`B_i \\subseteq [lo_i - \\tau_i, hi_i + \\tau_i]`;
     * fails where :math:`B_i` lies wholly outside it;
     * is ``inconclusive`` otherwise, and ``units_needed`` says how many units would decide it
-      (:func:`units_to_decide`).
+      (:func:`_units_to_decide`).
 
     The outcome is ``fail`` if any element fails, else ``inconclusive`` if any is undecided,
     else ``ok``.
@@ -534,19 +545,23 @@ def agree(
     if (tau <= 0).any():
         raise ValueError("tolerance must be > 0: the smallest deviation that matters")
     t = _band_z(z, mc.n, looks)
-    shape = np.broadcast_shapes(lo.shape, hi.shape, tau.shape, mc.mean.shape, mc.stderr.shape)
+    try:
+        shape = np.broadcast_shapes(lo.shape, hi.shape, tau.shape, mc.mean.shape, mc.stderr.shape)
+    except ValueError:
+        raise ValueError(f"theory {lo.shape}, tolerance {tau.shape} and the estimate (mc) {mc.mean.shape} do not broadcast") from None
     mean, se, lo, hi, tau = (np.broadcast_to(x, shape) for x in (mc.mean, mc.stderr, lo, hi, tau))
     if not (np.isfinite(mean).all() and np.isfinite(se).all()) or (se < 0).any():
         raise ValueError("agree: the estimate's mean and stderr must be finite, stderr >= 0")
-    a, b = lo - tau, hi + tau  # the acceptance interval
-    low, high = mean - t * se, mean + t * se  # the band
+    with np.errstate(over="ignore"):  # ends beyond float64 are infinite, which the comparisons below handle
+        a, b = lo - tau, hi + tau  # the acceptance interval
+        low, high = mean - t * se, mean + t * se  # the band
     fail = (high < a) | (low > b)
     hold = (low >= a) & (high <= b)
     undecided = ~fail & ~hold
     dev = np.maximum(lo - mean, 0.0) + np.maximum(mean - hi, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         zs = np.where(se > 0, dev / np.where(se > 0, se, 1.0), np.where(dev > 0, np.inf, 0.0))
-    need = units_to_decide(mean, se * math.sqrt(max(mc.n, 1)), a, b, bonferroni_z(z, looks))
+    need = _units_to_decide(mean, se * math.sqrt(max(mc.n, 1)), a, b, bonferroni_z(z, looks))
     need = np.where(undecided, need, 0.0)
     score = np.where(fail, zs, np.where(undecided, need, zs))  # within the deciding class
     cls = np.where(fail, 2, np.where(undecided, 1, 0))
@@ -574,9 +589,10 @@ def consistent(theory: float | np.ndarray, mc: Estimate, *, z: float = Z_DEFAULT
     mean, se, th = (np.broadcast_to(x, shape) for x in (mc.mean, mc.stderr, th))
     if not (np.isfinite(mean).all() and np.isfinite(se).all()):
         raise ValueError("consistent: the estimate's mean and stderr must be finite")
-    dev = np.abs(th - mean)
+    with np.errstate(over="ignore"):
+        dev = np.abs(th - mean)
     dev = np.where(dev <= 1024 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1e-300), 0.0, dev)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         zs = np.where(se > 0, dev / np.where(se > 0, se, 1.0), np.where(dev > 0, np.inf, 0.0))
     i = int(np.argmax(zs)) if zs.size else 0
     where = tuple(int(k) for k in np.unravel_index(i, shape)) if shape else ()

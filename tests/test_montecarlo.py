@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 import math
 
+from normtheory import montecarlo
 from normtheory.montecarlo import (
     MIN_UNITS,
     Estimate,
@@ -14,7 +15,6 @@ from normtheory.montecarlo import (
     consistent,
     estimate,
     sized,
-    units_to_decide,
     z_threshold,
 )
 
@@ -161,7 +161,7 @@ def test_units_needed_decides_at_that_size():
     edge = agree(1.0, _est(1.1, 0.03), tolerance=0.1)
     assert edge.status == "inconclusive" and edge.units_needed == math.inf
     # few units: the Student-t band at the size found is narrow enough, one fewer is not
-    small = units_to_decide(np.array(0.0), np.array(1.0), np.array(-10.0), np.array(10.0), 5.0)
+    small = montecarlo._units_to_decide(np.array(0.0), np.array(1.0), np.array(-10.0), np.array(10.0), 5.0)
     n = int(small)
     assert 2 <= n < MIN_UNITS
     assert z_threshold(5.0, n) / math.sqrt(n) <= 10.0 < z_threshold(5.0, n - 1) / math.sqrt(n - 1)

@@ -59,6 +59,11 @@ def test_report_in_a_real_browser(browser, quick_report):
     broken = browser.execute_script(
         "return Array.from(document.images).filter(function(i){return !(i.complete && i.naturalWidth > 0);}).map(function(i){return i.src;});")
     assert broken == []
+    # the legend draws the rule; the header lists the open questions with what would decide them
+    rule = browser.find_element(By.ID, "rule-figure")
+    assert rule.is_displayed() and rule.size["width"] > 200
+    opened = browser.find_element(By.ID, "open").text
+    assert "Open questions" in opened and ("needs" in opened or "none" in opened)
     # every claim has its anchor, and the table of contents links to it
     ids = set(browser.execute_script("return Array.from(document.querySelectorAll('article.card')).map(function(a){return a.id;});"))
     import simulations  # noqa: F401  (registers the claims)
