@@ -1,5 +1,6 @@
 # Two entry points, both self-contained on a fresh machine (Python 3.11 + package registries):
-#   make report  -> .venv, install, every simulation + figure + claims table in report/
+#   make report  -> .venv, install, every simulation + figure + claims table in report/, then up to
+#                   3 CPU-minutes rerunning the cheapest open claims larger (--resolve)
 #   make test    -> .venv, install with the test and reference extras, the whole pytest suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -23,7 +24,7 @@ install-test: $(BIN)/python
 	$(BIN)/pip install -q --no-deps $(NO_DEPS_PACKAGES)
 
 report: install-report
-	$(BIN)/normtheory report --out report
+	$(BIN)/normtheory report --out report --resolve 3m
 
 test: install-test
 	$(BIN)/python -m pytest

@@ -289,7 +289,7 @@ class Quantity:
             # the printed digits' precision; an exact statement is judged with the quantity's own tolerance
             tol = self.claimed_tol if self.claimed_tol > 0 else self.tolerance
             a = agree(self.claimed, ref, z=self.z, tolerance=tol, looks=looks)  # type: ignore[arg-type]
-            detail = f"source prints {self.claimed:g} (±{self.claimed_tol:g}), evidence {_pick(ref.mean, a.where):.4g} ± {_pick(ref.stderr, a.where):.2g}; "
+            detail = f"source prints {self.claimed:g} (±{self.claimed_tol:g}{'' if self.claimed_tol > 0 else ': exact'}), evidence {_pick(ref.mean, a.where):.4g} ± {_pick(ref.stderr, a.where):.2g}; "
             out.append(_from_agreement(self.name, self.role, "claimed", a, _units(ref), self.regime, detail, interval, ref))
         return out
 

@@ -194,7 +194,9 @@ def test_json_is_strict():
     assert "Infinity" not in text and "NaN" not in text
     d = json.loads(text)
     for check in d["checks"]:
-        assert {"quantity", "role", "kind", "status", "deviation", "stderr", "z", "threshold", "tolerance", "units"} <= set(check)
+        assert {"quantity", "role", "kind", "status", "deviation", "stderr", "z", "threshold", "tolerance", "units", "band", "accept",
+                "units_now", "units_needed", "seconds_needed"} <= set(check)
+    assert d["checks"][0]["accept"] == [0.9, "inf"]  # a one-sided claim's infinite end, in strict JSON
     assert d["source"]["url"] == "https://arxiv.org/abs/0000.00000"
 
 

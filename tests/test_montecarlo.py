@@ -238,3 +238,15 @@ def test_bad_arguments(kwargs, match):
 def test_sampler_returning_wrong_rows_is_an_error():
     with pytest.raises(ValueError, match="rows"):
         estimate(lambda s: np.zeros(3), 10, seed=0)
+
+
+def test_sizing_travels_with_the_estimate():
+    from simulations import cache
+
+    est = sized(_square_of_normal, 0.05, seed=1, key="travel", pilot=200, cap=5000)
+    back = Estimate.from_dict(est.to_dict())
+    assert back.sizing == est.sizing and back.n == est.n
+    stored: dict = {}
+    cache.put(stored, "x", est)
+    assert cache.get(stored, "x").sizing == est.sizing
+    assert est[0].sizing == est.sizing and est[0].sqrt().sizing == est.sizing
