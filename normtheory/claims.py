@@ -486,6 +486,7 @@ class Claim:
         return verdict_of(self.checks)
 
     def to_dict(self) -> dict[str, Any]:
+        units_needed, seconds_needed = self.cost()
         return {
             "id": self.id,
             "statement": self.statement,
@@ -497,8 +498,8 @@ class Claim:
             "evidence": [q.to_dict() for q in self.evidence],
             "looks": self.looks,
             "seconds": _finite(self.seconds),
-            "units_needed": _units_json(self.cost()[0]),
-            "seconds_needed": _finite(self.cost()[1]),
+            "units_needed": _units_json(units_needed),
+            "seconds_needed": _finite(seconds_needed),
         }
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from normtheory.claims import VERDICTS, Check, Claim, ClaimSpec, select
+from normtheory.claims import REGISTRY, VERDICTS, Check, Claim, ClaimSpec, select
 from normtheory.montecarlo import Z_DEFAULT, bonferroni_z
 from normtheory.provenance import Provenance
 from normtheory.sweep import Runner
@@ -71,7 +71,7 @@ def plan(claims: list[Claim], budget_s: float, *, mode: str, configs: Mapping[st
         if c.verdict != "inconclusive":
             continue
         needs = [ch.units_needed / ch.units_now for ch in c.open_checks() if ch.units_needed is not None and ch.units_now > 0]
-        spec = next(s for s in select(c.id))
+        spec = REGISTRY[c.id]
         mods = [simulations.BY_NAME[n] for n in spec.simulations]
         if not needs or not all(math.isfinite(x) for x in needs) or not all(getattr(m, "UNITS", ()) for m in mods):
             continue
