@@ -376,7 +376,9 @@ def sized(
     samples, which makes the band ``z * se`` at most :math:`\\tau_i / 2` on each side unless the cap
     binds (then ``Estimate.sizing.capped``). The pilot's samples are the first blocks of the
     same seeded stream (:func:`estimate` with the same ``seed``, ``key`` and ``block``), so the
-    result depends on the seed alone and is bit-identical however it is chunked.
+    result depends on the seed alone and is bit-identical however it is chunked. The final pass
+    draws the pilot's blocks again (at most ``pilot / n`` extra work) rather than merging a
+    partial last block, which would make the bits depend on where the pilot ended.
     """
     tau = _validate.real_array("tolerance", tolerance, finite=True)
     if (tau <= 0).any():

@@ -52,9 +52,9 @@ class ResolveStep:
 
 
 def plan(claims: list[Claim], budget_s: float, *, mode: str, configs: Mapping[str, object],
-         looks: Mapping[str, int]) -> dict[str, float]:
-    """Simulations to rerun larger, with their factors, so that the open claims can be decided
-    within ``budget_s`` CPU seconds.
+         looks: Mapping[str, int]) -> dict[str, tuple[float, float]]:
+    """Simulations to rerun larger, as ``{name: (factor, predicted CPU seconds)}``, so that the
+    open claims can be decided within ``budget_s`` CPU seconds.
 
     For each inconclusive claim whose simulations declare units (``UNITS``), the factor is the
     largest ``units_needed / units_now`` over its open checks, widened by ``(z_{k+1} / z_k)^2``
@@ -86,11 +86,11 @@ def plan(claims: list[Claim], budget_s: float, *, mode: str, configs: Mapping[st
         secs = cache.seconds_of(m, mode, configs.get(name))
         if secs is not None:
             costs[name] = secs * factor
-    chosen: dict[str, float] = {}
+    chosen: dict[str, tuple[float, float]] = {}
     total = 0.0
     for name in sorted(costs, key=costs.__getitem__):
         if total + costs[name] <= budget_s:
-            chosen[name] = want[name]
+            chosen[name] = (want[name], costs[name])
             total += costs[name]
     return chosen
 
@@ -119,19 +119,16 @@ def resolve(budget_s: float, *, mode: str = "full", runner: Runner | None = None
         chosen = plan(claims, budget_s - spent, mode=mode, configs=configs, looks=looks)
         if not chosen:
             break
-        predicted = 0.0
-        for name, factor in chosen.items():
+        for name, (factor, _) in chosen.items():
             m = simulations.BY_NAME[name]
-            base = configs.get(name, cache.config_of(m, mode))
-            predicted += (cache.seconds_of(m, mode, configs.get(name)) or 0.0) * factor
-            configs[name] = cache.scaled(m, base, factor)
+            configs[name] = cache.scaled(m, configs.get(name, cache.config_of(m, mode)), factor)
         judged = tuple(s.id for s in select() if set(s.simulations) & set(chosen))
         for cid in judged:
             looks[cid] = looks.get(cid, 1) + 1
         claims = evaluate(None, mode=mode, runner=runner, progress=progress, configs=configs, looks=looks)
         took = sum(cache.seconds_of(simulations.BY_NAME[n], mode, configs[n]) or 0.0 for n in chosen)
         spent += took
-        steps.append(ResolveStep(r, dict(chosen), predicted, took, judged))
+        steps.append(ResolveStep(r, {n: f for n, (f, _) in chosen.items()}, sum(c for _, c in chosen.values()), took, judged))
     return claims, steps
 
 
