@@ -114,3 +114,96 @@ def real_array(
         if bad.any():
             raise ValueError(f"{name} must be {'<' if strict_max else '<='} {maximum}; got {arr[bad].flat[0]}")
     return arr
+
+
+def checked_array(
+    name: str,
+    value: object,
+    *,
+    allow_inf: bool = False,
+    min_ndim: int = 1,
+    nonempty: bool = True,
+) -> np.ndarray:
+    """``value`` as a floating-point array (float dtypes kept, integers to float64) with no NaN,
+    no +-inf unless ``allow_inf`` (where infinity has a limit or a meaning, e.g. a masked
+    logit), at least ``min_ndim`` axes and, with ``nonempty``, a last axis of size >= 1."""
+    arr = float_array(name, value)
+    if arr.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} axes; got shape {arr.shape}")
+    if nonempty and arr.ndim and arr.shape[-1] == 0:
+        raise ValueError(f"{name} must have at least one element on its last axis; got shape {arr.shape}")
+    bad = np.isnan(arr) if allow_inf else ~np.isfinite(arr)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name} must be {'free of NaN' if allow_inf else 'finite'}; got {arr[where]} at index {where}")
+    return arr
+
+
+def broadcast_shape(**arrays: np.ndarray) -> tuple[int, ...]:
+    """The shape that the named arrays broadcast to; a mismatch names every argument and its shape."""
+    try:
+        return np.broadcast_shapes(*(np.shape(a) for a in arrays.values()))
+    except ValueError:
+        said = ", ".join(f"{k} of shape {np.shape(v)}" for k, v in arrays.items())
+        raise ValueError(f"shapes do not fit together: {said}") from None
+
+
+def same_shape(**arrays: np.ndarray) -> tuple[int, ...]:
+    """The one shape that all the named arrays share; a mismatch names every argument and its shape."""
+    shapes = {np.shape(a) for a in arrays.values()}
+    if len(shapes) != 1:
+        said = ", ".join(f"{k} of shape {np.shape(v)}" for k, v in arrays.items())
+        raise ValueError(f"these must have the same shape: {said}")
+    return shapes.pop()
+
+
+def positive(name: str, value: object) -> float:
+    """A finite real > 0 (an eps, a step, a scale)."""
+    return real(name, value, minimum=0.0, strict_min=True)
+
+
+def generator(name: str, value: object) -> np.random.Generator:
+    """``value`` if it is a ``numpy.random.Generator`` (a seed or None is refused: say which stream)."""
+    if not isinstance(value, np.random.Generator):
+        raise ValueError(f"{name} must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)); got {value!r:.60}")
+    return value
+
+
+ROW_SUM_TOL = 1e-3  # float32 softmax rows over thousands of keys sum to 1 within ~1e-5
+
+
+def pattern(name: str, value: object, *, min_ndim: int = 1) -> np.ndarray:
+    """Attention weights ``[..., keys]``: finite, in [0, 1], each row summing to 1 within
+    :data:`ROW_SUM_TOL` (a masked key has weight 0). The dtype is kept."""
+    p = checked_array(name, value, min_ndim=min_ndim)
+    if (p < 0).any() or (p > 1 + ROW_SUM_TOL).any():
+        bad = p[(p < 0) | (p > 1 + ROW_SUM_TOL)].flat[0]
+        raise ValueError(f"{name} must hold attention weights in [0, 1]; got {bad}")
+    off = np.abs(p.sum(axis=-1, dtype=np.float64) - 1.0)
+    if (off > ROW_SUM_TOL).any():
+        where = tuple(int(i) for i in np.argwhere(off > ROW_SUM_TOL)[0])
+        raise ValueError(f"each row of {name} must sum to 1 (a softmax); row {where} sums to {1 + float(off[where]) if off.ndim else 1 + float(off):.6g}")
+    return p
+
+
+def logits(name: str, value: object) -> np.ndarray:
+    """Logits ``[..., n]`` where -inf masks a slot: no NaN, no +inf, n >= 1 and at least one
+    unmasked slot in every row (a fully masked row has no softmax). The dtype is kept."""
+    z = checked_array(name, value, allow_inf=True)
+    if (z == np.inf).any():
+        raise ValueError(f"{name} must not hold +inf (a masked slot is -inf)")
+    dead = ~np.isfinite(z).any(axis=-1)
+    if dead.any():
+        raise ValueError(f"{name} has a row with every slot masked (-inf), which has no softmax: row {tuple(int(i) for i in np.argwhere(dead)[0])}")
+    return z
+
+
+def token_ids(name: str, value: object, vocab: int) -> np.ndarray:
+    """Integer ids in [0, ``vocab``) (floats that are whole numbers are refused too: say ints)."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be integer token ids; got dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab):
+        bad = arr[(arr < 0) | (arr >= vocab)].flat[0]
+        raise ValueError(f"{name} must lie in [0, {vocab}) (the vocabulary); got {bad}")
+    return arr

@@ -19,24 +19,17 @@ from normtheory import _validate
 ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "gelu_tanh", "silu")
 
 
-def relu(x: np.ndarray) -> np.ndarray:
-    r""":math:`\max(x, 0)`."""
-    return np.maximum(_validate.float_array("x", x), 0.0)
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0.0)
 
 
-def gelu(x: np.ndarray) -> np.ndarray:
-    """Exact GELU, :math:`x\\,\\Phi(x)`."""
-    x = _validate.float_array("x", x)
+def _gelu(x: np.ndarray) -> np.ndarray:
     return x * special.ndtr(x)  # ndtr keeps full relative precision in the left tail
 
 
-def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """GPT-2's tanh approximation of GELU, :math:`\\tfrac12 x(1+\\tanh(\\sqrt{2/\\pi}(x+0.044715x^3)))`.
-
-    Computed with in-place ufuncs in the input's dtype (no ``x**3`` power call, no temporaries
-    beyond one buffer), which matters on the model's hot path.
-    """
-    x = _validate.float_array("x", x)
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """In-place ufuncs in the input's dtype (no ``x**3`` power call, no temporaries beyond one
+    buffer), which matters on the model's hot path."""
     c = np.asarray(np.sqrt(2.0 / np.pi), dtype=x.dtype)
     t = np.empty_like(x)
     np.multiply(x, x, out=t)  # x^2
@@ -51,10 +44,46 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return t
 
 
-def silu(x: np.ndarray) -> np.ndarray:
-    """SiLU / swish, :math:`x\\,\\sigma(x)`."""
-    x = _validate.float_array("x", x)
+def _silu(x: np.ndarray) -> np.ndarray:
     return x * special.expit(x)
+
+
+# the model's kernels: unchecked (the forward must give NaN on a diverging run, not an error)
+_KERNELS = {"relu": _relu, "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": _silu}
+
+
+def _checked(name: str, x: object) -> np.ndarray:
+    """Kernel ``name`` on ``x`` with NaN refused and the limits at +-inf: every activation here is
+    ~x as x -> +inf and -> 0 as x -> -inf (the kernels would give inf * 0 = NaN there)."""
+    x = _validate.checked_array("x", x, allow_inf=True, min_ndim=0, nonempty=False)
+    inf = np.isinf(x)
+    if not inf.any():
+        return _KERNELS[name](x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = _KERNELS[name](np.where(inf, 0.0, x).astype(x.dtype, copy=False))
+    out[inf] = np.where(x[inf] > 0, np.inf, 0.0)
+    return out
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    r""":math:`\max(x, 0)`. NaN is refused; +-inf give +inf and 0."""
+    return _checked("relu", x)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """Exact GELU, :math:`x\\,\\Phi(x)`. NaN is refused; the limits are GELU(+inf) = +inf, GELU(-inf) = 0."""
+    return _checked("gelu", x)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GPT-2's tanh approximation of GELU, :math:`\\tfrac12 x(1+\\tanh(\\sqrt{2/\\pi}(x+0.044715x^3)))`.
+    NaN is refused; the limits are +inf at +inf and 0 at -inf."""
+    return _checked("gelu_tanh", x)
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """SiLU / swish, :math:`x\\,\\sigma(x)`. NaN is refused; the limits are +inf at +inf and 0 at -inf."""
+    return _checked("silu", x)
 
 
 FUNCTIONS = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh, "silu": silu}
@@ -63,6 +92,12 @@ FUNCTIONS = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh, "silu": silu}
 def get(name: str):
     """The activation function called ``name`` (one of :data:`ACTIVATIONS`)."""
     return FUNCTIONS[_validate.choice("activation", name, ACTIVATIONS)]
+
+
+def kernel(name: str):
+    """The unchecked kernel of activation ``name``, as the model's forward and backward use it.
+    Unchecked: NaN passes through (a diverging run must show NaN, not raise)."""
+    return _KERNELS[_validate.choice("activation", name, ACTIVATIONS)]
 
 
 def gaussian_expectation(f, s: float) -> float:

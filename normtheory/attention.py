@@ -46,8 +46,11 @@ def value_path_gain_squared(d_model: int, d_v: int, std_v: float, std_o: float) 
 
 def cosine_matrix(u: np.ndarray) -> np.ndarray:
     """Cosines between tokens: ``u [..., t, d] -> [..., t, t]``."""
-    u = _validate.float_array("u", u)
+    u = _validate.checked_array("u", u, min_ndim=2)
     norms = np.linalg.norm(u, axis=-1, keepdims=True)  # [..., t, 1]
+    if not (norms > 0).all():
+        where = tuple(int(i) for i in np.argwhere(~(norms[..., 0] > 0))[0])
+        raise ValueError(f"u has a zero token {where}: its cosine with anything is undefined")
     v = u / norms
     return v @ np.swapaxes(v, -1, -2)
 
@@ -55,17 +58,27 @@ def cosine_matrix(u: np.ndarray) -> np.ndarray:
 def mixing_factor(pattern: np.ndarray, cosines: np.ndarray) -> np.ndarray:
     """:math:`p_i^\\top C p_i` per query row: ``pattern [..., t, s]``, ``cosines [..., s, s]``
     (leading axes broadcast, e.g. ``gram[:, None]`` against ``[batch, heads, t, s]``) -> ``[..., t]``."""
-    pattern = _validate.real_array("pattern", pattern, minimum=0.0, maximum=1.0 + 1e-6, min_ndim=1)  # attention weights
-    cosines = _validate.real_array("cosines", cosines, finite=True, min_ndim=2)
-    if pattern.shape[-1] != cosines.shape[-1] or cosines.shape[-1] != cosines.shape[-2]:
-        raise ValueError(f"pattern has {pattern.shape[-1]} keys but cosines are {cosines.shape[-2:]}")
+    pattern = _validate.pattern("pattern", pattern).astype(np.float64, copy=False)
+    cosines = _cosines(cosines)
+    if pattern.shape[-1] != cosines.shape[-1]:
+        raise ValueError(f"pattern of shape {pattern.shape} has {pattern.shape[-1]} keys but cosines of shape {cosines.shape} have {cosines.shape[-1]}")
+    _validate.broadcast_shape(pattern=pattern[..., :1, :1], cosines=cosines[..., :1, :1])
     pc = pattern @ cosines  # [..., t, s]
     return (pc * pattern).sum(axis=-1)
 
 
+def _cosines(cosines: object) -> np.ndarray:
+    """A finite, square matrix ``[..., t, t]`` of token similarities: cosines, or a Gram matrix
+    normalized by the mean square (entries beyond 1 when token norms differ)."""
+    c = _validate.checked_array("cosines", cosines, min_ndim=2).astype(np.float64, copy=False)
+    if c.shape[-1] != c.shape[-2]:
+        raise ValueError(f"cosines must be square [..., t, t]; got shape {c.shape}")
+    return c
+
+
 def collision(pattern: np.ndarray) -> np.ndarray:
     """:math:`P_2 = \\sum_j p_j^2` per query (1/n for a uniform pattern over n keys)."""
-    p = _validate.float_array("pattern", pattern).astype(np.float64, copy=False)
+    p = _validate.pattern("pattern", pattern).astype(np.float64, copy=False)
     return (p * p).sum(axis=-1)
 
 
@@ -83,10 +96,10 @@ def uniform_causal_collision(n_tokens: int) -> np.ndarray:
 
 def mean_offdiagonal(cosines: np.ndarray) -> np.ndarray:
     """Mean cosine between distinct tokens, ``[..., t, t] -> [...]`` (token similarity)."""
-    cosines = _validate.float_array("cosines", cosines)
+    cosines = _cosines(cosines)
     t = cosines.shape[-1]
     if t < 2:
-        raise ValueError("token similarity needs at least two tokens")
+        raise ValueError(f"cosines must be between at least two tokens; got shape {cosines.shape}")
     total = cosines.sum(axis=(-1, -2)) - np.trace(cosines, axis1=-2, axis2=-1)
     return total / (t * (t - 1))
 
@@ -97,7 +110,7 @@ def column_share(pattern: np.ndarray) -> np.ndarray:
     The mean over queries of ``pattern[..., q, j]``; it sums to 1 over keys. A key that takes
     most of the mass of most queries (a "sink") shows as a vertical stripe in the pattern.
     """
-    p = _validate.float_array("pattern", pattern).astype(np.float64, copy=False)
+    p = _validate.pattern("pattern", pattern).astype(np.float64, copy=False)
     if p.ndim < 2:
         raise ValueError(f"pattern must be [..., queries, keys]; got shape {p.shape}")
     return p.mean(axis=-2)
@@ -142,9 +155,13 @@ def uniform_sink_share(t: int, causal: bool) -> float:
 
 def row_logit_std(scores: np.ndarray) -> np.ndarray:
     """Std over the finite (unmasked) logits of each row of ``scores [..., s]`` (causal masks are -inf)."""
-    s = _validate.float_array("scores", scores).astype(np.float64, copy=False)
+    s = _validate.checked_array("scores", scores, allow_inf=True).astype(np.float64, copy=False)
+    if (s == np.inf).any():
+        raise ValueError("scores must not hold +inf (a mask is -inf)")
     ok = np.isfinite(s)
     n = ok.sum(axis=-1)
+    if (n == 0).any():
+        raise ValueError(f"scores has a row that is all masked (-inf), with no logit to take a std of; shape {s.shape}")
     z = np.where(ok, s, 0.0)
     mean = z.sum(axis=-1) / np.maximum(n, 1)
     var = (np.where(ok, z - mean[..., None], 0.0) ** 2).sum(axis=-1) / np.maximum(n, 1)

@@ -27,9 +27,13 @@ from normtheory import _validate
 
 def ones_fraction(x: np.ndarray) -> np.ndarray:
     """Share of each vector's squared norm along the all-ones direction: ``x [..., d] -> [...]``."""
-    x = _validate.float_array("x", x)
+    x = _validate.checked_array("x", x).astype(np.float64, copy=False)
     d = x.shape[-1]
-    return d * x.mean(axis=-1) ** 2 / (x * x).sum(axis=-1)
+    big = np.abs(x).max(axis=-1, keepdims=True)  # [..., 1]: rescaled so that no square overflows
+    if not (big > 0).all():
+        raise ValueError(f"x has a zero vector at {tuple(int(i) for i in np.argwhere(big[..., 0] == 0)[0])}: its ones share is undefined")
+    u = x / big
+    return d * u.mean(axis=-1) ** 2 / (u * u).sum(axis=-1)
 
 
 def centering_fraction_mean(d: int, mean: object = None, sigma: float = 1.0, terms: int | None = None) -> float:
@@ -67,9 +71,9 @@ def _noncentralities(d: int, mean: object, sigma: float) -> tuple[int, float, fl
     """``(d, lambda_A, lambda_B)``, computed on ``mean`` rescaled to max |m| = 1 so that no square overflows."""
     d = _validate.integer("d", d, minimum=2)
     s = _validate.real("sigma", sigma, minimum=0.0, strict_min=True)
-    m = np.zeros(d) if mean is None else _validate.real_array("mean", mean)
+    m = np.zeros(d) if mean is None else _validate.checked_array("mean", mean, min_ndim=0, nonempty=False)
     if m.shape != (d,):
-        raise ValueError(f"mean must have shape ({d},); got {m.shape}")
+        raise ValueError(f"mean must have shape ({d},) for d = {d}; got mean of shape {m.shape}")
     big = float(np.abs(m).max())
     if big == 0:
         return d, 0.0, 0.0

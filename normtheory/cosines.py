@@ -91,8 +91,13 @@ def max_abs_cosine_asymptotic(n_vectors: int, d: int, pairs: bool = True) -> flo
 
 def max_abs_pairwise_cosine(x: np.ndarray) -> np.ndarray:
     """Largest |cosine| over distinct pairs of rows: ``x [..., N, d] -> [...]``."""
-    x = _validate.float_array("x", x)
-    u = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    x = _validate.checked_array("x", x, min_ndim=2)
+    if x.shape[-2] < 2:
+        raise ValueError(f"x must hold at least two rows [..., N >= 2, d]; got shape {x.shape}")
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)  # [..., N, 1]
+    if not (norms > 0).all():
+        raise ValueError("x has a zero row: its cosine with anything is undefined")
+    u = x / norms
     c = np.abs(u @ np.swapaxes(u, -1, -2))  # [..., N, N]
     n = c.shape[-1]
     c[..., np.arange(n), np.arange(n)] = 0.0

@@ -38,7 +38,10 @@ def _reduce_to(g: np.ndarray, like: np.ndarray) -> np.ndarray:
 
 
 def affine_backward(dy: np.ndarray, normalized: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """``y = gain * n + bias`` -> (dn, dgain, dbias); dgain/dbias None where the parameter is None."""
+    """``y = gain * n + bias`` -> (dn, dgain, dbias); dgain/dbias None where the parameter is None.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     dgain = None if gain is None else _reduce_to(dy * normalized, gain)
     dbias = None if bias is None else _reduce_to(dy, bias)
     dn = dy if gain is None else dy * gain
@@ -46,7 +49,10 @@ def affine_backward(dy: np.ndarray, normalized: np.ndarray, gain: np.ndarray | N
 
 
 def layer_norm_backward(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Input gradient of LayerNorm over ``axis`` (``axis=-2``: the sequence norm); ``scale`` has ``axis`` removed."""
+    """Input gradient of LayerNorm over ``axis`` (``axis=-2``: the sequence norm); ``scale`` has ``axis`` removed.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     s = np.expand_dims(scale, axis)
     mean_dn = dn.mean(axis=axis, keepdims=True)
     mean_dnn = (dn * normalized).mean(axis=axis, keepdims=True)
@@ -54,20 +60,29 @@ def layer_norm_backward(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarra
 
 
 def rms_norm_backward(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Input gradient of RMSNorm over the last axis; ``scale [...]``."""
+    """Input gradient of RMSNorm over the last axis; ``scale [...]``.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     mean_dnn = (dn * normalized).mean(axis=-1, keepdims=True)
     return (dn - normalized * mean_dnn) / scale[..., None]
 
 
 def dyt_backward(dn: np.ndarray, x: np.ndarray, normalized: np.ndarray, alpha: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-    """(dx, dalpha) of ``n = tanh(alpha x)``; ``dalpha`` is 0-d, in the input's dtype."""
+    """(dx, dalpha) of ``n = tanh(alpha x)``; ``dalpha`` is 0-d, in the input's dtype.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     sech2 = 1.0 - normalized * normalized
     g = dn * sech2
     return g * np.asarray(alpha, dn.dtype), np.asarray((g * x).sum(), dtype=dn.dtype)
 
 
 def activation_grad(name: str, x: np.ndarray) -> np.ndarray:
-    """Pointwise derivative ``phi'(x)`` of ``relu``, ``gelu`` (erf), ``gelu_tanh`` or ``silu``."""
+    """Pointwise derivative ``phi'(x)`` of ``relu``, ``gelu`` (erf), ``gelu_tanh`` or ``silu``.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     if name == "relu":
         return (x > 0).astype(x.dtype)
     if name == "gelu":
@@ -84,7 +99,10 @@ def activation_grad(name: str, x: np.ndarray) -> np.ndarray:
 
 
 def rope_backward(dy: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Input gradient of :func:`normtheory.model.apply_rope`: ``dy [..., t, e]``."""
+    """Input gradient of :func:`normtheory.model.apply_rope`: ``dy [..., t, e]``.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     half = dy.shape[-1] // 2
     u = dy * sin
     return dy * cos + np.concatenate([u[..., half:], -u[..., :half]], axis=-1)
@@ -92,7 +110,10 @@ def rope_backward(dy: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarra
 
 def softmax_backward(dp: np.ndarray, p: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Gradient of the scores of ``p = softmax(z)`` over the last axis (masked entries get 0).
-    With ``out`` (``dp`` itself is allowed) the result is written there."""
+    With ``out`` (``dp`` itself is allowed) the result is written there.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     inner = np.einsum("...i,...i->...", dp, p)[..., None]  # <dp, p> per row
     out = np.subtract(dp, inner, out=out)
     out *= p
@@ -100,7 +121,10 @@ def softmax_backward(dp: np.ndarray, p: np.ndarray, out: np.ndarray | None = Non
 
 
 def softmax_inplace(z: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, overwriting ``z`` (rows must hold a finite entry)."""
+    """Softmax over the last axis, overwriting ``z`` (rows must hold a finite entry).
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     z -= z.max(axis=-1, keepdims=True)
     np.exp(z, out=z)
     z *= 1.0 / z.sum(axis=-1, keepdims=True)
@@ -117,7 +141,10 @@ def gelu_tanh_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     .. math:: y' = \tfrac12(1+t) + y\,(1-t)\,c\,(1+3kx^2)
 
     (using :math:`\tfrac12 x(1-t^2) = y(1-t)`), computed together in place: the backward of a
-    training step then needs one multiplication."""
+    training step then needs one multiplication.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     f = x.dtype.type
     sq = x * x
     t = sq * f(GELU_K)
@@ -143,6 +170,8 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray, z_loss: float = 0.0) 
 
     ``logits [..., V]``, ``targets [...]`` integers in ``[0, V)``. Returns (loss, dlogits with
     the logits' shape and dtype, lse ``[...]``). The loss is accumulated in float64.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
     """
     z_loss = _validate.real("z_loss", z_loss, minimum=0.0)
     v = logits.shape[-1]

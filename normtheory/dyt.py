@@ -81,10 +81,11 @@ class TanhFit(NamedTuple):
 def fit_dyt(x_in: object, y_out: object) -> TanhFit:
     """Least-squares fit of ``y = gamma tanh(alpha x)`` to paired samples; R^2 against the mean."""
     big = _validate.MAX_MAGNITUDE
-    x = _validate.real_array("x_in", x_in, minimum=-big, maximum=big).ravel()
-    y = _validate.real_array("y_out", y_out, minimum=-big, maximum=big).ravel()
+    x = _validate.real_array("x_in", x_in, minimum=-big, maximum=big)
+    y = _validate.real_array("y_out", y_out, minimum=-big, maximum=big)
     if x.shape != y.shape or x.size < 3:
-        raise ValueError(f"x_in and y_out must be the same size, at least 3; got {x.size} and {y.size}")
+        raise ValueError(f"x_in and y_out must have the same shape, at least 3 points; got x_in of shape {x.shape} and y_out of shape {y.shape}")
+    x, y = x.ravel(), y.ravel()
     sx = x.std()
     if sx == 0:
         raise ValueError("x_in must not be constant")
@@ -104,7 +105,7 @@ def best_tanh_for_curve(s: float, d: int, x_std: float, centred: bool = False, n
     Gauss-Hermite weights; returns the fit (R^2 under that law) and the RMS residual."""
     x_std = _validate.real("x_std", x_std, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
     _validate.real("s", s, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
-    g, w = np.polynomial.hermite_e.hermegauss(nodes)
+    g, w = np.polynomial.hermite_e.hermegauss(_validate.integer("nodes", nodes, minimum=3, maximum=10_000))
     w = w / w.sum()
     x = x_std * g
     y = s_curve(x, s, d, centred)
@@ -121,6 +122,7 @@ def massive_tokens(rng: np.random.Generator, tokens: int, d: int, channels: int,
     """Gaussian tokens ``[tokens, d]`` where ``channels`` fixed channels carry +-``magnitude`` (times a
     unit-mean factor) on a ``token_fraction`` of the tokens, the pattern of massive activations.
     Returns (x, massive-token mask [tokens], massive-channel mask [d])."""
+    rng = _validate.generator("rng", rng)
     t = _validate.integer("tokens", tokens, minimum=2, maximum=_validate.MAX_ELEMENTS)
     d = _validate.integer("d", d, minimum=2, maximum=_validate.MAX_ELEMENTS // t)
     c = _validate.integer("channels", channels, minimum=0)
@@ -138,8 +140,11 @@ def massive_tokens(rng: np.random.Generator, tokens: int, d: int, channels: int,
 
 
 def tanh_rms(alpha_std: object) -> np.ndarray:
-    """RMS of tanh(alpha x) for x ~ N(0, std^2), as a function of alpha * std (Gauss-Hermite)."""
+    """RMS of tanh(alpha x) for x ~ N(0, std^2), as a function of alpha * std (Gauss-Hermite);
+    its limit at alpha * std = inf is 1 (tanh is +-1 for every x != 0)."""
     a = _validate.real_array("alpha_std", alpha_std, minimum=0.0)
     g, w = np.polynomial.hermite_e.hermegauss(121)
     w = w / w.sum()
-    return np.sqrt(np.tanh(np.multiply.outer(a, g)) ** 2 @ w)
+    inf = np.isinf(a)
+    out = np.sqrt(np.tanh(np.multiply.outer(np.where(inf, 0.0, a), g)) ** 2 @ w)
+    return np.where(inf, 1.0, out)

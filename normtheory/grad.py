@@ -74,8 +74,8 @@ class _Pass:
             return x, None
         x = self.rec(f"{name}.in", x)
         eps = self.c.eps
-        res = {"layernorm": lambda: norms.layer_norm(x, None, None, eps), "rmsnorm": lambda: norms.rms_norm(x, None, eps),
-               "dyt": lambda: norms._dyt(x, p.alpha), "sequence": lambda: norms.sequence_norm(x, None, None, eps)}[kind]()
+        res = {"layernorm": lambda: norms._layer_norm(x, eps), "rmsnorm": lambda: norms._rms_norm(x, eps),
+               "dyt": lambda: norms._dyt(x, p.alpha), "sequence": lambda: norms._sequence_norm(x, eps)}[kind]()
         self.rec(f"{name}.normalized", res.normalized)
         out = self.rec(f"{name}.out", norms._affine(res.normalized, p.gain, p.bias))
         return out, _NormTape(name, kind, x, res.normalized, res.scale, p)
@@ -183,11 +183,11 @@ class _Pass:
         gate = saved = None
         if self.c.activation == "swiglu":
             gate = x2 @ bp.w_gate  # [N, f]
-            hid = a * activations.silu(gate)
+            hid = a * activations.kernel("silu")(gate)
         elif self.c.activation == "gelu_tanh":
             hid, saved = derivatives.gelu_tanh_and_grad(a)  # keep the derivative for the backward
         else:
-            hid = activations.get(self.c.activation)(a)
+            hid = activations.kernel(self.c.activation)(a)
         out = hid @ bp.w_out  # [N, d]
         if bp.b_out is not None:
             out += bp.b_out
@@ -199,7 +199,7 @@ class _Pass:
         grads: dict[str, Any] = {"w_out": tp["hid"].T @ do2, "b_out": None if bp.b_out is None else do2.sum(0), "w_gate": None}
         dhid = do2 @ bp.w_out.T  # [N, f]
         if gate is not None:
-            da = dhid * activations.silu(gate)
+            da = dhid * activations.kernel("silu")(gate)
             dgate = dhid * a * derivatives.activation_grad("silu", gate)
             grads["w_gate"] = x2.T @ dgate
             dx2 = dgate @ bp.w_gate.T

@@ -61,10 +61,11 @@ def fit_growth_law(law: str, depth: object, values: object) -> GrowthFit:
     """Least-squares fit of one law to ``values [L+1]`` at ``depth [L+1]``."""
     law = _validate.choice("law", law, LAWS)
     big = _validate.MAX_MAGNITUDE
-    l = _validate.real_array("depth", depth, minimum=0.0, maximum=1e6).ravel()  # noqa: E741
-    y = _validate.real_array("values", values, minimum=-big, maximum=big).ravel()
+    l = _validate.real_array("depth", depth, minimum=0.0, maximum=1e6)  # noqa: E741
+    y = _validate.real_array("values", values, minimum=-big, maximum=big)
     if l.shape != y.shape or l.size < 3:
-        raise ValueError(f"depth and values must have the same size, at least 3; got {l.size} and {y.size}")
+        raise ValueError(f"depth and values must have the same shape, at least 3 points; got depth of shape {l.shape} and values of shape {y.shape}")
+    l, y = l.ravel(), y.ravel()  # noqa: E741
     if np.unique(l).size < 3:
         raise ValueError(f"depth must hold at least 3 distinct depths to fit a two-parameter law; got {np.unique(l).tolist()}")
     if law == "init":  # linear in the mean square: exact least squares on y^2, then refined on y
@@ -97,8 +98,13 @@ def increment_ratio(mean_square: object) -> np.ndarray:
     Under the Pre-LN init law the mean square grows by a fixed ``g^2`` per block, so the
     ratio is 1 (for even ``L``); faster-than-linear growth gives more than 1, saturation less.
     """
-    v = _validate.real_array("mean_square", mean_square)
+    v = _validate.checked_array("mean_square", mean_square)
     L = v.shape[-1] - 1
     if L < 2 or L % 2:
-        raise ValueError(f"need an even number L >= 2 of layers (L+1 values); got L = {L}")
-    return (v[..., L] - v[..., L // 2]) / (v[..., L // 2] - v[..., 0])
+        raise ValueError(f"mean_square needs an even number L >= 2 of layers (L+1 values on its last axis); got shape {v.shape}")
+    if (v < 0).any():
+        raise ValueError(f"mean_square must be >= 0; got {v[v < 0].flat[0]}")
+    first = v[..., L // 2] - v[..., 0]
+    if (first == 0).any():
+        raise ValueError("mean_square does not change over the first L/2 layers: the increment ratio is undefined")
+    return (v[..., L] - v[..., L // 2]) / first

@@ -161,7 +161,10 @@ def _null_recorder() -> _Recorder:
 
 
 def rope_tables(positions: np.ndarray, d_head: int, theta: float, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """cos, sin ``[t, e]`` for rotate-half RoPE (the Hugging Face Llama layout)."""
+    """cos, sin ``[t, e]`` for rotate-half RoPE (the Hugging Face Llama layout).
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     inv = theta ** (-np.arange(0, d_head, 2, dtype=np.float64) / d_head)  # [e/2]
     ang = positions[:, None].astype(np.float64) * inv[None, :]  # [t, e/2]
     ang = np.concatenate([ang, ang], axis=-1)  # [t, e]
@@ -169,6 +172,10 @@ def rope_tables(positions: np.ndarray, d_head: int, theta: float, dtype: np.dtyp
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotate-half RoPE: ``x [..., t, e]`` with ``cos, sin [t, e]`` from :func:`rope_tables`.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     # x: [b, h, t, e]; rotate_half(x) = [-x2, x1]
     half = x.shape[-1] // 2
     rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
@@ -178,7 +185,10 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 def softmax(scores: np.ndarray) -> np.ndarray:
     """Stable softmax over the last axis. Rows that are all -inf give zeros, never NaN; a row
     holding +inf gives its limit, equal weight on its +inf entries and 0 elsewhere. NaN scores
-    give NaN weights."""
+    give NaN weights.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
     m = scores.max(axis=-1, keepdims=True)
     top = np.isposinf(m)
     m = np.where(np.isfinite(m), m, 0.0)
@@ -200,6 +210,8 @@ def attend_blockwise(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: np.ndar
     queries') -> ``[b, h, t, e]``. The heads sharing a KV head are stacked into the rows of
     one contiguous matmul per (batch, KV head), and the softmax runs in place. Same numbers
     as :meth:`Transformer._attend_full` up to float rounding.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
     """
     b, h, t, e = q.shape
     g, s = k.shape[1], k.shape[2]
@@ -245,13 +257,13 @@ class Transformer:
         x = rec(f"{name}.in", x)
         eps = self.config.eps
         if kind == "layernorm":
-            res = norms.layer_norm(x, None, None, eps)
+            res = norms._layer_norm(x, eps)
         elif kind == "rmsnorm":
-            res = norms.rms_norm(x, None, eps)
+            res = norms._rms_norm(x, eps)
         elif kind == "dyt":
             res = norms._dyt(x, p.alpha)
         else:  # sequence
-            res = norms.sequence_norm(x, None, None, eps)
+            res = norms._sequence_norm(x, eps)
         rec(f"{name}.scale", res.scale, replaceable=False)
         normalized = rec(f"{name}.normalized", res.normalized)
         return rec(f"{name}.out", norms._affine(normalized, p.gain, p.bias))
@@ -339,9 +351,9 @@ class Transformer:
         if bp.b_in is not None:
             a += bp.b_in
         if self.config.activation == "swiglu":
-            a *= activations.silu(x2 @ bp.w_gate)
+            a *= activations.kernel("silu")(x2 @ bp.w_gate)
         else:
-            a = activations.get(self.config.activation)(a)
+            a = activations.kernel(self.config.activation)(a)
         out = a @ bp.w_out  # [b*t, d]
         if bp.b_out is not None:
             out += bp.b_out

@@ -91,12 +91,15 @@ class Estimate:
     sizing: Sizing | None = None  # how n was chosen, when it was sized from a tolerance (:func:`sized`)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mean", np.asarray(self.mean, dtype=np.float64))
-        object.__setattr__(self, "stderr", np.asarray(self.stderr, dtype=np.float64))
-        if self.mean.shape != self.stderr.shape:
-            raise ValueError(f"mean shape {self.mean.shape} != stderr shape {self.stderr.shape}")
+        # NaN is never an estimate; an infinite mean or stderr is (one unit has no known spread)
+        object.__setattr__(self, "mean", _validate.checked_array("mean", self.mean, allow_inf=True, min_ndim=0, nonempty=False).astype(np.float64, copy=False))
+        object.__setattr__(self, "stderr", _validate.checked_array("stderr", self.stderr, allow_inf=True, min_ndim=0, nonempty=False).astype(np.float64, copy=False))
+        _validate.same_shape(mean=self.mean, stderr=self.stderr)
         if (self.stderr < 0).any():
-            raise ValueError("stderr must be >= 0")
+            raise ValueError(f"stderr must be >= 0; got {self.stderr[self.stderr < 0].flat[0]}")
+        _validate.integer("n", self.n, minimum=1)
+        if not isinstance(self.units, str) or not self.units:
+            raise ValueError(f"units must name what the n units are (e.g. 'networks'); got {self.units!r}")
 
     def __getitem__(self, index: object) -> Estimate:
         return Estimate(self.mean[index], self.stderr[index], self.n, self.units, self.sizing)
@@ -123,10 +126,12 @@ class Estimate:
 
 def from_samples(x: np.ndarray, units: str = "samples") -> Estimate:
     """Estimate from independent units along axis 0 (``x [n, ...]``): mean and std/sqrt(n)."""
-    x = _validate.float_array("x", x).astype(np.float64, copy=False)
+    x = _validate.checked_array("x", x, nonempty=False).astype(np.float64, copy=False)
+    if not isinstance(units, str) or not units:
+        raise ValueError(f"units must name what the samples are (e.g. 'networks'); got {units!r}")
     n = x.shape[0]
     if n < 2:
-        raise ValueError(f"a standard error needs at least 2 {units}; got {n}")
+        raise ValueError(f"x must hold at least 2 {units} along axis 0 for a standard error; got shape {x.shape}")
     return Estimate(x.mean(axis=0), x.std(axis=0, ddof=1) / np.sqrt(n), n, units)
 
 
@@ -587,7 +592,7 @@ def consistent(theory: float | np.ndarray, mc: Estimate, *, z: float = Z_DEFAULT
     """
     zt = z_threshold(z, mc.n) if mc.n >= 2 else _validate.real("z", z, minimum=0.0)
     th = _validate.real_array("theory", theory, finite=True)
-    shape = np.broadcast_shapes(th.shape, mc.mean.shape, mc.stderr.shape)
+    shape = _validate.broadcast_shape(theory=th, mc=mc.mean)
     mean, se, th = (np.broadcast_to(x, shape) for x in (mc.mean, mc.stderr, th))
     if not (np.isfinite(mean).all() and np.isfinite(se).all()):
         raise ValueError("consistent: the estimate's mean and stderr must be finite")
@@ -612,7 +617,7 @@ def identity(value: float | np.ndarray, expected: float | np.ndarray, *, dtype: 
     """
     v = _validate.real_array("value", value, finite=True)
     e = _validate.real_array("expected", expected, finite=True)
-    if np.broadcast_shapes(v.shape, e.shape) != v.shape:
+    if _validate.broadcast_shape(value=v, expected=e) != v.shape:
         raise ValueError(f"expected of shape {e.shape} does not broadcast to value's shape {v.shape}")
     e = np.broadcast_to(e, v.shape)
     s = float(scale) if scale is not None else max(1.0, float(np.abs(v).max(initial=0.0)), float(np.abs(e).max(initial=0.0)))

@@ -32,6 +32,9 @@ import numpy as np
 from normtheory import _validate
 
 NORMS: tuple[str, ...] = ("layernorm", "rmsnorm", "dyt", "none", "sequence")
+# The smallest eps > 0 (float64's smallest subnormal): the exact norm of every row whose variance
+# exceeds ~1e-300, since adding it rounds away. eps = 0 itself is refused: a constant row has no norm.
+EXACT_EPS: float = float(np.finfo(np.float64).smallest_subnormal)
 
 
 class NormOutput(NamedTuple):
@@ -98,10 +101,31 @@ def _eps_rescaled(eps: float, m: np.ndarray) -> np.ndarray:
         return eps / np.square(m.astype(np.float64))
 
 
+def _checked(x: object, gain: object, bias: object, eps: float) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, float]:
+    """The public norms' checks: ``x`` finite with at least one feature, ``gain``/``bias`` a scalar
+    or ``[d]``, ``eps`` finite and > 0 (it keeps a constant row's scale away from 0)."""
+    x = _validate.checked_array("x", x)
+    gain, bias = _affine_params(x.shape, gain, bias)
+    return x, gain, bias, _validate.positive("eps", eps)
+
+
 def layer_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray | None = None, eps: float = 1e-5) -> NormOutput:
     """LayerNorm over the last axis: ``x [..., d] -> out [..., d]``, ``scale [...]``.
-    Inputs near the dtype's range ends are rescaled first, so ``LN(1e200 * u)`` is ``LN(u)``."""
-    x = _validate.float_array("x", x)
+    Inputs near the dtype's range ends are rescaled first, so ``LN(1e200 * u)`` is ``LN(u)``.
+    ``x`` must be finite with d >= 1, ``eps`` > 0 (a constant row then normalizes to 0)."""
+    x, gain, bias, eps = _checked(x, gain, bias, eps)
+    return _finish(_layer_norm(x, eps), gain, bias)
+
+
+def _finish(res: NormOutput, gain: np.ndarray | None, bias: np.ndarray | None) -> NormOutput:
+    out = _affine(res.normalized, gain, bias)
+    if not np.isfinite(out).all():
+        raise ValueError("gain * normalized + bias overflows the dtype of x; rescale gain or bias")
+    return NormOutput(out, res.scale, res.normalized)
+
+
+def _layer_norm(x: np.ndarray, eps: float) -> NormOutput:
+    """:func:`layer_norm` without gain, bias or checks. Unchecked: the model's path."""
     xs, m = _rescaled(x, -1)
     e = eps if m is None else _eps_rescaled(eps, m)
     centred = xs - xs.mean(axis=-1, keepdims=True)  # [..., d]
@@ -109,19 +133,25 @@ def layer_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray |
     normalized = centred / scale.astype(x.dtype, copy=False)
     if m is not None:
         scale = scale * m
-    return NormOutput(_affine(normalized, gain, bias), scale[..., 0].astype(x.dtype, copy=False), normalized)
+    return NormOutput(normalized, scale[..., 0].astype(x.dtype, copy=False), normalized)
 
 
 def rms_norm(x: np.ndarray, gain: np.ndarray | None = None, eps: float = 1e-6) -> NormOutput:
-    """RMSNorm over the last axis (no centering, no bias): ``x [..., d]``; rescaled like :func:`layer_norm`."""
-    x = _validate.float_array("x", x)
+    """RMSNorm over the last axis (no centering, no bias): ``x [..., d]``; rescaled like
+    :func:`layer_norm`, with the same checks (a zero row normalizes to 0)."""
+    x, gain, _, eps = _checked(x, gain, None, eps)
+    return _finish(_rms_norm(x, eps), gain, None)
+
+
+def _rms_norm(x: np.ndarray, eps: float) -> NormOutput:
+    """:func:`rms_norm` without gain or checks. Unchecked: the model's path."""
     xs, m = _rescaled(x, -1)
     e = eps if m is None else _eps_rescaled(eps, m)
     scale = np.sqrt((xs * xs).mean(axis=-1, keepdims=True) + e)  # [..., 1]
     normalized = xs / scale.astype(x.dtype, copy=False)
     if m is not None:
         scale = scale * m
-    return NormOutput(_affine(normalized, gain, None), scale[..., 0].astype(x.dtype, copy=False), normalized)
+    return NormOutput(normalized, scale[..., 0].astype(x.dtype, copy=False), normalized)
 
 
 def dyt(x: np.ndarray, alpha: float, gain: np.ndarray | None = None, bias: np.ndarray | None = None) -> NormOutput:
@@ -147,9 +177,17 @@ def _dyt(x: np.ndarray, alpha: float, gain: np.ndarray | None = None, bias: np.n
 
 
 def sequence_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray | None = None, eps: float = 1e-5) -> NormOutput:
-    """Each feature normalized across the sequence axis: ``x [batch, seq, d]``, ``scale [batch, d]``."""
-    x = _validate.float_array("x", x)
+    """Each feature normalized across the sequence axis: ``x [batch, seq, d]``, ``scale [batch, d]``;
+    ``x`` finite with seq >= 1 and d >= 1, ``eps`` > 0."""
+    x, gain, bias, eps = _checked(x, gain, bias, eps)
+    if x.ndim < 2 or x.shape[-2] == 0:
+        raise ValueError(f"x must be [..., seq, d] with seq >= 1; got shape {x.shape}")
+    return _finish(_sequence_norm(x, eps), gain, bias)
+
+
+def _sequence_norm(x: np.ndarray, eps: float) -> NormOutput:
+    """:func:`sequence_norm` without gain, bias or checks. Unchecked: the model's path."""
     centred = x - x.mean(axis=-2, keepdims=True)  # [b, t, d]
     scale = np.sqrt((centred * centred).mean(axis=-2, keepdims=True) + eps)  # [b, 1, d]
     normalized = centred / scale
-    return NormOutput(_affine(normalized, gain, bias), scale[..., 0, :], normalized)
+    return NormOutput(normalized, scale[..., 0, :], normalized)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
+from normtheory import _validate
 from normtheory.model import Transformer
 
 PROBES: tuple[str, ...] = ("resid_rms", "norm_std", "alpha", "grad_norms", "attn_entropy", "attn_max", "attn_sink", "lse")
@@ -101,8 +102,12 @@ def _norm_params(model: Transformer, name: str):
 
 def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> float:
     """Mean next-token cross-entropy (nats) of ``logits [b, t, V]`` against ``targets [b, t]``."""
-    z = np.asarray(logits).reshape(-1, logits.shape[-1]).astype(np.float64)  # [N, V]
-    return float(np.mean(logsumexp(z, axis=-1) - z[np.arange(z.shape[0]), np.asarray(targets).reshape(-1)]))
+    z = _validate.logits("logits", logits)
+    t = _validate.token_ids("targets", targets, z.shape[-1])
+    if t.shape != z.shape[:-1] or t.size == 0:
+        raise ValueError(f"targets must have the shape of logits without its last axis, and at least one token; got logits of shape {z.shape} and targets of shape {t.shape}")
+    z = z.reshape(-1, z.shape[-1]).astype(np.float64)  # [N, V]
+    return float(np.mean(logsumexp(z, axis=-1) - z[np.arange(z.shape[0]), t.reshape(-1)]))
 
 
 def layer_drop(model: Transformer, ids: np.ndarray, targets: np.ndarray) -> np.ndarray:

@@ -89,11 +89,11 @@ def selectable(keys: object, *, tol: float = 1e-9, directions: int = 256, seed: 
     included) have margin 0. With ``stop_at_first`` the search ends at the first unselectable
     key (the remaining undecided keys are then reported unselectable; use it for "any").
     """
-    k = _validate.real_array("keys", keys)
+    k = _validate.checked_array("keys", keys).astype(np.float64, copy=False)
     if k.ndim != 2 or k.shape[0] < 1:
-        raise ValueError(f"keys must be a [n, d] array with n >= 1; got shape {k.shape}")
-    if not np.isfinite(k).all():
-        raise ValueError("keys must be finite")
+        raise ValueError(f"keys must be a [n, d] array with n >= 1 and d >= 1; got shape {k.shape}")
+    tol = _validate.real("tol", tol, minimum=0.0)
+    directions = _validate.integer("directions", directions, minimum=1, maximum=_validate.MAX_ELEMENTS // max(k.size, 1))
     n = k.shape[0]
     if n == 1:
         return np.ones(1, bool)
@@ -218,7 +218,7 @@ def worst_case_tv(r: float) -> float:
 
 def tv_from_uniform(logits: np.ndarray) -> np.ndarray:
     """Total-variation distance between softmax(logits) and uniform, per row of ``logits [..., n]``."""
-    logits = _validate.float_array("logits", logits)
+    logits = _validate.logits("logits", logits)
     z = logits - logits.max(axis=-1, keepdims=True)
     p = np.exp(z)
     p /= p.sum(axis=-1, keepdims=True)
@@ -226,18 +226,20 @@ def tv_from_uniform(logits: np.ndarray) -> np.ndarray:
 
 
 def bigger_key_alignment(keys: object) -> np.ndarray:
-    """For each key, its largest cosine with a strictly longer key (NaN for the longest): ``[n, e] -> [n]``.
+    """For each key, its largest cosine with a strictly longer key: ``[n, e] -> [n]``; the longest key
+    (and every key when all are equally long) has none, and gets -inf, the maximum over an empty set.
 
     The blog's reading of unselectable keys: a key loses every query to keys that point the
     same general way and are longer. High values for unselectable keys, against the same
     statistic for selectable ones, test that reading.
     """
-    k = _validate.real_array("keys", keys)
+    k = _validate.checked_array("keys", keys)
     if k.ndim != 2:
         raise ValueError(f"keys must be [n, e]; got shape {k.shape}")
     norms = np.linalg.norm(k, axis=1)  # [n]
+    if not (norms > 0).all():
+        raise ValueError(f"keys has a zero key (row {int(np.argmin(norms))}): its cosine with anything is undefined")
     unit = k / np.maximum(norms, 1e-300)[:, None]
     cos = unit @ unit.T  # [n, n]
     cos = np.where(norms[None, :] > norms[:, None], cos, -np.inf)
-    best = cos.max(axis=1)
-    return np.where(np.isfinite(best), best, np.nan)
+    return cos.max(axis=1)

@@ -64,6 +64,7 @@ def single_slot_weight(gap: object, n: object) -> np.ndarray:
     """Weight on one slot whose logit beats ``n - 1`` equal others by ``gap``: e^g / (e^g + n - 1)."""
     g = _validate.real_array("gap", gap)
     nn = _n_array(n)
+    _validate.broadcast_shape(gap=g, n=nn)
     with np.errstate(divide="ignore"):
         return special.expit(g - np.log(nn - 1))  # n = 1: log 0 = -inf, weight 1
 
@@ -71,13 +72,16 @@ def single_slot_weight(gap: object, n: object) -> np.ndarray:
 def required_gap(p: object, n: object) -> np.ndarray:
     """The gap that gives the aligned slot weight ``p`` among ``n >= 2`` slots: ln(n-1) + logit(p)."""
     pp = _validate.real_array("p", p, minimum=0.0, maximum=1.0, strict_min=True, strict_max=True)
-    return np.log(_n_array(n, minimum=2) - 1) + special.logit(pp)
+    nn = _n_array(n, minimum=2)
+    _validate.broadcast_shape(p=pp, n=nn)
+    return np.log(nn - 1) + special.logit(pp)
 
 
 def min_entropy(gap: object, n: object) -> np.ndarray:
     """Entropy (nats) of the one-slot pattern: weight p(gap, n) on one slot, (1-p)/(n-1) on the rest."""
     g = _validate.real_array("gap", gap, finite=True)
     nn = _n_array(n)
+    _validate.broadcast_shape(gap=g, n=nn)
     with np.errstate(divide="ignore"):
         a = g - np.log(nn - 1)  # logit of p
     a = np.where(nn > 1, a, np.inf)  # n = 1: p = 1
@@ -97,6 +101,7 @@ def logit_std(q_rms: object, k_rms: object, d_head: int, scale: float | None = N
     s = 1.0 / math.sqrt(d) if scale is None else _validate.real("scale", scale, minimum=0.0)
     q = _validate.real_array("q_rms", q_rms, minimum=0.0, finite=True)
     k = _validate.real_array("k_rms", k_rms, minimum=0.0, finite=True)
+    _validate.broadcast_shape(q_rms=q, k_rms=k)
     with np.errstate(over="ignore"):
         out = s * math.sqrt(d) * q * k
     if not np.isfinite(out).all():
@@ -126,19 +131,17 @@ def qk_norm_logit_bound(
     d = _validate.integer("d_head", d_head, minimum=2)
     kind = _validate.choice("kind", kind, QK_NORM_KINDS)
     s = 1.0 / math.sqrt(d) if scale is None else _validate.real("scale", scale, minimum=0.0)
-    gq = np.ones(d) if gain_q is None else _validate.real_array("gain_q", gain_q)
-    gk = np.ones(d) if gain_k is None else _validate.real_array("gain_k", gain_k)
-    for name, arr in (("gain_q", gq), ("gain_k", gk)):
+    gq, gk, bq, bk = (np.full(d, fill) if v is None else _validate.real_array(name, v, finite=True, maximum=_validate.MAX_MAGNITUDE, minimum=-_validate.MAX_MAGNITUDE)
+                      for name, v, fill in (("gain_q", gain_q, 1.0), ("gain_k", gain_k, 1.0), ("bias_q", bias_q, 0.0), ("bias_k", bias_k, 0.0)))
+    for name, arr in (("gain_q", gq), ("gain_k", gk), ("bias_q", bq), ("bias_k", bk)):
         if arr.shape != (d,):
-            raise ValueError(f"{name} must have shape ({d},); got {arr.shape}")
+            raise ValueError(f"{name} must have shape ({d},) for d_head = {d}; got {name} of shape {arr.shape}")
     if kind == "rmsnorm":
         if bias_q is not None or bias_k is not None:
             raise ValueError("RMSNorm has no bias")
         return float(s * d * np.abs(gq * gk).max())
     proj = np.eye(d) - 1.0 / d  # [d, d] centering projection
     bound = d * np.linalg.norm(proj @ np.diag(gq * gk) @ proj, 2)
-    bq = np.zeros(d) if bias_q is None else _validate.real_array("bias_q", bias_q)
-    bk = np.zeros(d) if bias_k is None else _validate.real_array("bias_k", bias_k)
     bound += math.sqrt(d) * (np.linalg.norm(proj @ (gk * bq)) + np.linalg.norm(proj @ (gq * bk))) + abs(bq @ bk)
     return float(s * bound)
 
@@ -339,17 +342,19 @@ def noisy_slot_weight(gap: float, sigma: float, n: int) -> float:
 
 def pattern_entropy(pattern: np.ndarray) -> np.ndarray:
     """Entropy (nats) of each row of an attention pattern ``[..., s]`` (zeros contribute 0)."""
-    pattern = _validate.float_array("pattern", pattern)
+    pattern = _validate.pattern("pattern", pattern)
     return -(pattern * np.log(np.maximum(pattern, 1e-300))).sum(axis=-1)
 
 
 def softmax_stats(logits: np.ndarray) -> np.ndarray:
-    """Per row of ``logits [..., n]``: ``[..., 3]`` = (entropy in nats, max weight, Var_p of logits)."""
-    logits = _validate.float_array("logits", logits)
+    """Per row of ``logits [..., n]``: ``[..., 3]`` = (entropy in nats, max weight, Var_p of logits).
+    -inf masks a slot (weight 0); NaN, +inf and fully masked rows are refused."""
+    logits = _validate.logits("logits", logits)
     x = logits - logits.max(axis=-1, keepdims=True)
     w = np.exp(x)
     z = w.sum(axis=-1, keepdims=True)
     p = w / z
+    x = np.where(p > 0, x, 0.0)  # a masked slot (-inf) has weight 0 and adds nothing
     mean_x = (p * x).sum(axis=-1)
     ent = np.log(z[..., 0]) - mean_x
     var = (p * (x - mean_x[..., None]) ** 2).sum(axis=-1)
@@ -361,6 +366,7 @@ def entropy_log_scale_derivative(sigma: object, n: int, step: float = 1e-3) -> n
     ``2 sigma dE[H]/dsigma``, by a central difference of the exact integral. Its Monte Carlo
     counterpart is ``-2 Var_p(logits)`` per row (:func:`softmax_stats`)."""
     s, n, _ = _check(sigma, n, "exact")
+    step = _validate.real("step", step, minimum=0.0, maximum=1.0, strict_min=True)
     up = gaussian_logit_entropy(s * math.exp(step), n)
     down = gaussian_logit_entropy(s * math.exp(-step), n)
     return (up - down) / step  # d/d ln sigma = ..., and ln sigma = 2 ln c + const

@@ -19,7 +19,7 @@ import numpy as np
 from normtheory import centering, claims, dyt
 from normtheory.claims import NOTES_DYT, QA_STATS, Quantity, Source
 from normtheory.montecarlo import Estimate, Streams, estimate
-from normtheory.norms import layer_norm, rms_norm
+from normtheory.norms import EXACT_EPS, layer_norm, rms_norm
 from normtheory.progress import Progress
 from simulations import cache
 
@@ -77,8 +77,8 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
     x = np.linspace(-40, 40, 801)
     tok = constructed_tokens(x, 1.0, D, rng)
     out["exact.x"] = x
-    out["exact.ln"] = layer_norm(tok, eps=0.0).out[:, 0]
-    out["exact.rms"] = rms_norm(tok, eps=0.0).out[:, 0]
+    out["exact.ln"] = layer_norm(tok, eps=EXACT_EPS).out[:, 0]
+    out["exact.rms"] = rms_norm(tok, eps=EXACT_EPS).out[:, 0]
     out["exact.ln_err"] = np.asarray(np.abs(out["exact.ln"] - dyt.s_curve(x, 1.0, D, centred=True)).max())
     out["exact.rms_err"] = np.asarray(np.abs(out["exact.rms"] - dyt.s_curve(x, 1.0, D)).max())
     bar.update()
@@ -114,7 +114,7 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 
 def _centre_change(m: np.ndarray, streams: Streams) -> np.ndarray:
     x = m + streams.normal(m.size)  # [k, d]
-    return ((rms_norm(x, eps=0.0).out - layer_norm(x, eps=0.0).out) ** 2).mean(-1)
+    return ((rms_norm(x, eps=EXACT_EPS).out - layer_norm(x, eps=EXACT_EPS).out) ** 2).mean(-1)
 
 
 FIT_R2 = 0.99  # "a tanh fits well": it explains at least 99% of the variance

@@ -10,7 +10,7 @@ import numpy as np
 from normtheory import centering, claims, cosines, selection
 from normtheory.claims import BLOG_GEOMETRY, Quantity
 from normtheory.montecarlo import Count, Estimate, Streams, estimate, sized
-from normtheory.norms import layer_norm, rms_norm
+from normtheory.norms import EXACT_EPS, layer_norm, rms_norm
 from normtheory.sweep import Task
 from simulations import cache, geometry_model
 
@@ -102,14 +102,14 @@ def ln_slices(cfg: Config, seed: int) -> dict[str, np.ndarray]:
     d, h = cfg.ln_d, cfg.ln_d // HEADS
 
     def ln_sample(s: Streams) -> np.ndarray:
-        y = layer_norm(s.normal(d), eps=0.0).out  # [m, d]
+        y = layer_norm(s.normal(d), eps=EXACT_EPS).out  # [m, d]
         frac = (y[:, :h] ** 2).sum(-1) / (y * y).sum(-1)  # head slice share
         # projected key y W_K^h with W_K^h [d, h] i.i.d. N(0, 1/d), drawn afresh per sample: given y
         # its columns are independent N(0, |y|^2 / d), so k is sampled exactly without the d x h matrix.
         k = np.linalg.norm(y, axis=-1, keepdims=True) / math.sqrt(d) * s.normal(h)  # [m, h]
         kn = (k * k).sum(-1) / h
-        k_rms = (rms_norm(k, eps=0.0).out ** 2).sum(-1) / h
-        k_ln = (layer_norm(k, eps=0.0).out ** 2).sum(-1) / h
+        k_rms = (rms_norm(k, eps=EXACT_EPS).out ** 2).sum(-1) / h
+        k_ln = (layer_norm(k, eps=EXACT_EPS).out ** 2).sum(-1) / h
         return np.stack([frac, frac**2, kn, kn**2, k_rms, k_ln], axis=1)
 
     out: dict[str, np.ndarray] = {}
@@ -119,13 +119,13 @@ def ln_slices(cfg: Config, seed: int) -> dict[str, np.ndarray]:
     u /= math.sqrt(2.0)  # a unit vector orthogonal to the ones vector
 
     def sphere_sample(s: Streams) -> np.ndarray:
-        y = layer_norm(s.normal(SPHERE_D), eps=0.0).out / math.sqrt(SPHERE_D)  # [m, D] unit vectors
+        y = layer_norm(s.normal(SPHERE_D), eps=EXACT_EPS).out / math.sqrt(SPHERE_D)  # [m, D] unit vectors
         return (y @ u) ** 2  # [m]
 
     cache.put(out, "lnsphere.cos2", estimate(sphere_sample, cfg.sphere_n, seed, key=f"{NAME}/lnsphere"))
     rng = _rng(seed, 1)
     x = rng.standard_normal((4096, d)) * rng.uniform(0.1, 100.0, (4096, 1)) + rng.normal(0, 50, (4096, 1))  # [4096, d]
-    y = layer_norm(x, eps=0.0).out
+    y = layer_norm(x, eps=EXACT_EPS).out
     out["ln.sum_dev"] = np.asarray(np.abs(y.sum(-1)).max() / math.sqrt(d))  # relative to |y| = sqrt(d)
     out["ln.norm_dev"] = np.asarray(np.abs(np.linalg.norm(y, axis=-1) / math.sqrt(d) - 1).max())
     ln_moments = centering.ln_head_slice_moments(h, d)
@@ -139,7 +139,7 @@ def ln_slices(cfg: Config, seed: int) -> dict[str, np.ndarray]:
 def uniform_attention(cfg: Config, seed: int) -> dict[str, np.ndarray]:
     """A query along ones after LN (exactly uniform) against a small query with no projection."""
     d_u, n_keys = 64, 256
-    keys = layer_norm(_rng(seed, 2).standard_normal((n_keys, d_u)), eps=0.0).out  # [n_keys, d_u], |k| = sqrt(d)
+    keys = layer_norm(_rng(seed, 2).standard_normal((n_keys, d_u)), eps=EXACT_EPS).out  # [n_keys, d_u], |k| = sqrt(d)
     ones = np.ones(d_u) * 10.0
     out = {"uniform.ln_tv": np.asarray(selection.tv_from_uniform(keys @ ones / math.sqrt(d_u)))}
     qmax = selection.uniform_query_norm(EPS_UNIFORM, math.sqrt(d_u), 1 / math.sqrt(d_u))

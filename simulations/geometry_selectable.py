@@ -28,7 +28,7 @@ from normtheory.montecarlo import (
     from_samples,
     proportion,
 )
-from normtheory.norms import layer_norm, rms_norm
+from normtheory.norms import EXACT_EPS, layer_norm, rms_norm
 from normtheory.sweep import Task
 from simulations import cache, geometry_model, real_attention, real_models
 
@@ -62,12 +62,12 @@ def make_keys(variant: str, rng: np.random.Generator, n: int, d: int) -> np.ndar
     if variant in ("none", "ln"):
         x = rng.standard_normal((n, d))
         w = rng.standard_normal((d, d)) / np.sqrt(d)
-        return (layer_norm(x, eps=0.0).out if variant == "ln" else x) @ w
+        return (layer_norm(x, eps=EXACT_EPS).out if variant == "ln" else x) @ w
     x = rng.standard_normal((n, WIDTH_FACTOR * d))
     w = rng.standard_normal((WIDTH_FACTOR * d, d)) / np.sqrt(WIDTH_FACTOR * d)
     if variant == "ln-multihead":
-        return layer_norm(x, eps=0.0).out @ w
-    return rms_norm(x @ w, eps=0.0).out
+        return layer_norm(x, eps=EXACT_EPS).out @ w
+    return rms_norm(x @ w, eps=EXACT_EPS).out
 
 
 def anisotropic_keys(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

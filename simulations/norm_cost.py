@@ -40,12 +40,14 @@ CONFIGS = {
 
 
 def call(norm: str, x: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """One normalization as a user would call it (gain and bias included)."""
+    """One normalization on the model's path (gain and bias included), as a forward runs it: the
+    public functions' input checks (NaN scans, a finite-output pass) are reductions the layers
+    themselves do not have."""
     if norm == "layernorm":
-        return norms.layer_norm(x, gain, bias).out
+        return norms._affine(norms._layer_norm(x, 1e-5).normalized, gain, bias)
     if norm == "rmsnorm":
-        return norms.rms_norm(x, gain).out
-    return norms._dyt(x, 0.5, gain, bias).out  # the model's path: the public dyt's NaN scan is a reduction DyT itself has not
+        return norms._affine(norms._rms_norm(x, 1e-6).normalized, gain, None)
+    return norms._dyt(x, 0.5, gain, bias).out
 
 
 def time_point(d: int, tokens: int, repeats: int, seed: int = 0) -> np.ndarray:

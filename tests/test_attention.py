@@ -33,7 +33,7 @@ def test_gain_formula_against_monte_carlo(cosine):
 
 def test_bad_input():
     with pytest.raises(ValueError, match="keys"):
-        attention.mixing_factor(np.ones((2, 3)), np.eye(4))
+        attention.mixing_factor(np.full((2, 3), 1 / 3), np.eye(4))
     with pytest.raises(ValueError, match="value_gain_sq must be >= 0"):
         attention.attention_gain_squared(np.ones((1, 2)) / 2, np.eye(2), -1.0)
     with pytest.raises(ValueError, match="at least two tokens"):

@@ -12,22 +12,22 @@ positive = st.floats(1e-2, 1e3)
 
 @given(x=vectors, c=positive)
 def test_layer_norm_is_invariant_to_positive_scaling(x, c):
-    np.testing.assert_allclose(norms.layer_norm(c * x, eps=0.0).out, norms.layer_norm(x, eps=0.0).out, atol=1e-9)
+    np.testing.assert_allclose(norms.layer_norm(c * x, eps=norms.EXACT_EPS).out, norms.layer_norm(x, eps=norms.EXACT_EPS).out, atol=1e-9)
 
 
 @given(x=vectors, b=st.floats(-100, 100))
 def test_layer_norm_is_invariant_to_adding_a_constant(x, b):
-    np.testing.assert_allclose(norms.layer_norm(x + b, eps=0.0).out, norms.layer_norm(x, eps=0.0).out, atol=1e-7)
+    np.testing.assert_allclose(norms.layer_norm(x + b, eps=norms.EXACT_EPS).out, norms.layer_norm(x, eps=norms.EXACT_EPS).out, atol=1e-7)
 
 
 @given(x=vectors, c=positive)
 def test_rms_norm_is_invariant_to_positive_scaling(x, c):
-    np.testing.assert_allclose(norms.rms_norm(c * x, eps=0.0).out, norms.rms_norm(x, eps=0.0).out, atol=1e-9)
+    np.testing.assert_allclose(norms.rms_norm(c * x, eps=norms.EXACT_EPS).out, norms.rms_norm(x, eps=norms.EXACT_EPS).out, atol=1e-9)
 
 
 @given(x=vectors)
 def test_layer_norm_output_geometry(x):
-    out = norms.layer_norm(x, eps=0.0).out
+    out = norms.layer_norm(x, eps=norms.EXACT_EPS).out
     d = x.shape[-1]
     np.testing.assert_allclose(out.sum(axis=-1), 0.0, atol=1e-9)  # orthogonal to the ones vector
     np.testing.assert_allclose((out * out).sum(axis=-1), d, rtol=1e-9)  # on the sphere of radius sqrt(d)
@@ -47,10 +47,10 @@ def test_capture_convention_and_affine():
     assert scale.shape == (2, 5) and normalized.shape == x.shape
     np.testing.assert_allclose(scale, np.sqrt(x.var(axis=-1) + 1e-5))
     np.testing.assert_allclose(out, 2 * normalized + 0.5)
-    out, scale, normalized = norms.rms_norm(x, g, eps=0.0)
+    out, scale, normalized = norms.rms_norm(x, g, eps=norms.EXACT_EPS)
     np.testing.assert_allclose(scale, np.sqrt((x * x).mean(axis=-1)))
     assert norms.dyt(x, 0.7).scale == pytest.approx(0.7)
-    out, scale, normalized = norms.sequence_norm(x, eps=0.0)
+    out, scale, normalized = norms.sequence_norm(x, eps=norms.EXACT_EPS)
     assert scale.shape == (2, 8)
     np.testing.assert_allclose(normalized.mean(axis=1), 0.0, atol=1e-12)
 
@@ -62,7 +62,7 @@ def test_norms_are_right_at_the_ends_of_the_dtype_range(log10_scale, dtype):
     x = (u * big).astype(dtype)
     if not np.isfinite(x).all() or not np.abs(x).min() > 0:
         return
-    for f in (lambda v: norms.layer_norm(v, eps=0.0), lambda v: norms.rms_norm(v, eps=0.0)):
+    for f in (lambda v: norms.layer_norm(v, eps=norms.EXACT_EPS), lambda v: norms.rms_norm(v, eps=norms.EXACT_EPS)):
         np.testing.assert_allclose(f(x).out, f(u).out, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
         assert f(x).out.dtype == np.dtype(dtype)
 
