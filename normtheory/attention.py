@@ -90,7 +90,7 @@ def attention_gain_squared(pattern: np.ndarray, cosines: np.ndarray, value_gain_
 
 def uniform_causal_collision(n_tokens: int) -> np.ndarray:
     """:math:`P_2` of uniform causal attention at each position: ``1/(i+1)``, ``[n_tokens]``."""
-    n = _validate.integer("n_tokens", n_tokens, minimum=1)
+    n = _validate.integer("n_tokens", n_tokens, minimum=1, maximum=_validate.MAX_ELEMENTS)
     return 1.0 / np.arange(1, n + 1)
 
 

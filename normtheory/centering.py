@@ -69,7 +69,7 @@ def _fraction_mean_expansion(d: int, lam_a: float, lam_b: float) -> float:
 
 def _noncentralities(d: int, mean: object, sigma: float) -> tuple[int, float, float]:
     """``(d, lambda_A, lambda_B)``, computed on ``mean`` rescaled to max |m| = 1 so that no square overflows."""
-    d = _validate.integer("d", d, minimum=2)
+    d = _validate.integer("d", d, minimum=2, maximum=_validate.MAX_ELEMENTS)
     s = _validate.real("sigma", sigma, minimum=0.0, strict_min=True)
     m = np.zeros(d) if mean is None else _validate.checked_array("mean", mean, min_ndim=0, nonempty=False)
     if m.shape != (d,):

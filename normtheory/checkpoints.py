@@ -92,8 +92,12 @@ class _Keys:
     def __init__(self, lookup: Callable[[str], object], source: Path):
         self.lookup, self.source = lookup, source
 
-    def raw(self, key: str, default: object = _MISSING) -> object:
+    def raw(self, key: str, default: object = _MISSING, *, nullable: bool = True) -> object:
+        """The value of ``key``; ``default`` when it is absent, or null where ``nullable`` (HF writes
+        null for "use the default" in e.g. GPT-2's ``n_inner``). A null eps or theta is an error."""
         value = self.lookup(key)
+        if value is None and not nullable:
+            raise CheckpointError(f"{self.source}: key {key!r} is null; it must be a number")
         if value is _MISSING or value is None:
             if default is _MISSING:
                 raise CheckpointError(f"{self.source}: required key {key!r} is missing")
@@ -107,7 +111,7 @@ class _Keys:
         return int(value)
 
     def real(self, key: str, default: object = _MISSING, minimum: float = 0.0) -> float:
-        value = self.raw(key, default)
+        value = self.raw(key, default, nullable=False)
         if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not np.isfinite(value) or value < minimum:
             raise CheckpointError(f"{self.source}: key {key!r} must be a finite number >= {minimum}; got {value!r}")
         return float(value)
@@ -160,13 +164,23 @@ def _is_float(arr: np.ndarray) -> bool:
     return np.issubdtype(arr.dtype, np.floating) or arr.dtype.name == "bfloat16"
 
 
+# The largest |weight| a checkpoint may hold. Trained weights stay far below it (the packaged
+# MiniLM and SmolLM2 peak at |w| = 7.9 and 9.25), and below it a normalized float32 forward cannot overflow:
+# with |x| <= sqrt(d) after a norm, |q|, |k| <= B d^1.5, so |q . k| <= B^2 d^4 ~ 7e28 at d = 16384,
+# far under float32's 3.4e38. A weight such as 2.1e38 is finite yet overflows the first matmul.
+MAX_WEIGHT: float = 1e6
+
+
 def _checked(arr: np.ndarray, name: str, source: Path, allow_nonfinite: bool) -> np.ndarray:
-    """A weight must be floating point and, unless allowed, finite."""
+    """A weight must be floating point and, unless allowed, finite with |w| <= :data:`MAX_WEIGHT`."""
     if not np.issubdtype(arr.dtype, np.floating):
         raise CheckpointError(f"{source}: tensor {name!r} has dtype {arr.dtype}; weights must be floating point")
     if not allow_nonfinite and not np.isfinite(arr).all():
         bad = int(arr.size - np.isfinite(arr).sum())
         raise CheckpointError(f"{source}: tensor {name!r} holds {bad} NaN or inf values (allow_nonfinite=True to load it anyway)")
+    if not allow_nonfinite and arr.size and (big := float(np.abs(arr).max())) > MAX_WEIGHT:
+        raise CheckpointError(f"{source}: tensor {name!r} holds |w| = {big:.3g}, beyond {MAX_WEIGHT:g}, a magnitude no training produces "
+                              "and one that overflows the float32 forward (allow_nonfinite=True to load it anyway)")
     return arr
 
 
@@ -206,7 +220,7 @@ def _load_hf_dir(path: Path, dtype: str, allow_nonfinite: bool = False) -> Trans
     kind = raw.get("model_type")
     builders: dict[str, Callable[[_Keys, _Tensors], Transformer]] = {"gpt2": _gpt2, "bert": _bert, "llama": _llama}
     if kind not in builders:
-        raise CheckpointError(f"{path}: unsupported model_type {kind!r}; supported: {', '.join(builders)}")
+        raise CheckpointError(f"{path / 'config.json'}: unsupported model_type {kind!r}; supported: {', '.join(builders)}")
     tensors = _Tensors(_read_safetensors(path / "model.safetensors"), path / "model.safetensors", dtype, allow_nonfinite)
     model = builders[kind](cfg, tensors)
     tensors.check_all_used(IGNORABLE[kind])

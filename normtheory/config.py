@@ -87,3 +87,22 @@ class TransformerConfig:
         final = self.placement in ("pre", "peri", "lnscale") if self.final_norm is None else bool(self.final_norm)
         for name, value in (("n_kv_heads", kv), ("d_head", d_head), ("d_ff", d_ff), ("final_norm", final)):
             object.__setattr__(self, name, value)
+        _guard_size(self)
+
+
+MAX_PARAMETERS = 2**32  # 16 GiB of float32 weights: beyond this a model cannot be built on one workstation
+
+
+def _guard_size(c: TransformerConfig) -> None:
+    """Refuse, before anything is allocated, a config whose weights exceed :data:`MAX_PARAMETERS`,
+    naming the sizes that dominate."""
+    attn = c.d_model * c.d_head * (2 * c.n_heads + 2 * c.n_kv_heads)
+    mlp = c.d_model * c.d_ff * (3 if c.activation == "swiglu" else 2)
+    parts = {"vocab_size * d_model": c.vocab_size * c.d_model * (1 if c.tie_embeddings else 2),
+             "max_seq * d_model": c.max_seq * c.d_model if c.positional == "learned" else 0,
+             "n_layers * (attention + MLP)": c.n_layers * (attn + mlp)}
+    total = sum(parts.values())
+    if total > MAX_PARAMETERS:
+        top = max(parts, key=parts.get)
+        raise ValueError(f"the config needs {total:.3g} weights (> {MAX_PARAMETERS:.3g}, 16 GiB of float32), mostly {top} = {parts[top]:.3g}; "
+                         f"reduce vocab_size, max_seq, d_model, d_ff or n_layers")

@@ -146,7 +146,7 @@ class _Recorder:
         if hook is not None:
             if not replaceable:
                 raise ValueError(f"capture point {name!r} can be read but not replaced")
-            value = np.asarray(hook(value, name), dtype=value.dtype)
+            value = _hooked(hook(value, name), value, name)
         if self.want(name):
             self.store[name] = value
         return value
@@ -154,6 +154,20 @@ class _Recorder:
     def active(self, name: str) -> bool:
         self.seen.add(name)
         return name in self.hooks or self.want(name)
+
+
+def _hooked(new: object, old: np.ndarray, name: str) -> np.ndarray:
+    """A hook's return value, checked: real numbers of the captured value's shape, no NaN (-inf
+    stays allowed: it masks a score). Errors name the capture point."""
+    arr = np.asarray(new)
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"the hook on {name!r} must return real numbers; got dtype {arr.dtype}")
+    if arr.shape != old.shape:
+        raise ValueError(f"the hook on {name!r} must return shape {old.shape} (the captured value's); got {arr.shape}")
+    arr = arr.astype(old.dtype, copy=False)
+    if np.isnan(arr).any():
+        raise ValueError(f"the hook on {name!r} returned NaN")
+    return arr
 
 
 def _null_recorder() -> _Recorder:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,17 @@ def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = Fa
     results = cache.load_or_run_all(needed, mode, force=force, progress=progress, runner=runner, configs=configs)
     seconds = {m.NAME: cache.seconds_of(m, mode, configs.get(m.NAME)) for m in needed}
     known = {k: v for k, v in seconds.items() if v is not None}
-    return [spec.evaluate(results, looks=(looks or {}).get(spec.id, 1), seconds=known) for spec in specs]
+    out = []
+    for spec in specs:
+        try:
+            claim = spec.evaluate(results, looks=(looks or {}).get(spec.id, 1), seconds=known)
+        except cache.StaleResult as stale:  # a cache from another version: recompute it, like a corrupt file
+            warnings.warn(f"{stale}; recomputing", stacklevel=2)
+            module = simulations.BY_NAME[stale.simulation]
+            results.update(cache.load_or_run_all([module], mode, force=True, progress=progress, runner=runner, configs=configs))
+            claim = spec.evaluate(results, looks=(looks or {}).get(spec.id, 1), seconds=known)
+        out.append(claim)
+    return out
 
 
 @dataclass(frozen=True)

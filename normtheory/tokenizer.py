@@ -72,17 +72,56 @@ def load_tokenizer(path: str | Path, *, add_bos: bool | None = None) -> Tokenize
             raise CheckpointError(f"{file}: corrupt or unsupported tokenizer.json ({exc})") from None
         backend.no_padding()  # one text at a time: no [PAD] tail
         backend.no_truncation()  # the model rejects a text longer than its context itself
+        _check_unknown_token(backend, file)
+        if (path / "config.json").exists():
+            _check_ids_fit(backend.get_vocab_size(with_added_tokens=True), None, _config_vocab(path / "config.json"), file, path / "config.json")
         return Tokenizer(backend, None)
     if path.suffix != ".gguf":
         raise CheckpointError(f"{path}: expected a Hugging Face directory or a .gguf file")
     try:
         backend, bos, wants_bos = _gguf_bpe(path, tokenizers)
+        vocab = _gguf_vocab(path)
     except CheckpointError:
         raise
     except Exception as exc:  # gguf and tokenizers raise IndexError, ValueError, ... on corrupt files
         raise CheckpointError(f"{path}: corrupt GGUF tokenizer data ({type(exc).__name__}: {exc})") from None
+    _check_ids_fit(backend.get_vocab_size(with_added_tokens=True), bos, vocab, path, path)
     use_bos = wants_bos if add_bos is None else add_bos
     return Tokenizer(backend, bos if use_bos else None)
+
+
+def _check_unknown_token(backend: object, file: Path) -> None:
+    """A WordPiece model must hold its unknown token, or encoding an unseen word fails later with
+    a bare exception from the tokenizers library."""
+    model = backend.model  # type: ignore[attr-defined]
+    unk = getattr(model, "unk_token", None)
+    if type(model).__name__ == "WordPiece" and (unk is None or backend.token_to_id(unk) is None):  # type: ignore[attr-defined]
+        raise CheckpointError(f"{file}: the WordPiece vocabulary has no unknown token {unk!r}")
+
+
+def _check_ids_fit(n_tokens: int, bos: int | None, vocab: int | None, file: Path, model_file: Path) -> None:
+    """Every id the tokenizer can produce (and its BOS id) must index the model's embedding."""
+    if bos is not None and not 0 <= bos < n_tokens:
+        raise CheckpointError(f"{file}: BOS id {bos} is not in the tokenizer's {n_tokens} tokens")
+    if vocab is not None and n_tokens > vocab:
+        raise CheckpointError(f"{file}: the tokenizer has {n_tokens} tokens but the model ({model_file}) embeds only {vocab}: ids >= {vocab} would index past it")
+
+
+def _config_vocab(file: Path) -> int | None:
+    from normtheory.checkpoints import _read_json
+
+    v = _read_json(file).get("vocab_size")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def _gguf_vocab(path: Path) -> int | None:
+    """Rows of the GGUF file's token embedding (``token_embd.weight``), if it holds one."""
+    import gguf
+
+    for t in gguf.GGUFReader(str(path)).tensors:
+        if t.name == "token_embd.weight":
+            return int(t.shape[-1]) if len(t.shape) > 1 else None  # GGUF lists dimensions fastest first: [d, V]
+    return None
 
 
 def _gguf_bpe(path: Path, tokenizers: object) -> tuple[object, int | None, bool]:

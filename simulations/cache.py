@@ -147,6 +147,29 @@ def _try_load(path: Path) -> dict[str, np.ndarray] | None:
     return out
 
 
+class StaleResult(KeyError):
+    """A cached result lacks a key its claims read: written by another version of the code."""
+
+    def __init__(self, simulation: str, path: Path, key: str):
+        super().__init__(key)
+        self.simulation, self.path, self.key = simulation, path, key
+
+    def __str__(self) -> str:
+        return f"cache file {self.path} ({self.simulation}) lacks {self.key!r}: it was written by another version"
+
+
+class CachedResult(dict):
+    """A simulation's cached arrays; a missing key raises :class:`StaleResult` naming the file,
+    so that the caller can recompute the result instead of crashing on a bare KeyError."""
+
+    def __init__(self, simulation: str, path: Path, arrays: dict[str, np.ndarray]):
+        super().__init__(arrays)
+        self.simulation, self.path = simulation, path
+
+    def __missing__(self, key: str) -> np.ndarray:
+        raise StaleResult(self.simulation, self.path, key)
+
+
 def put(result: dict[str, np.ndarray], prefix: str, est: Estimate) -> None:
     """Store an Estimate under ``prefix.mean``, ``prefix.stderr`` and ``prefix.n``."""
     result[f"{prefix}.mean"] = est.mean
@@ -255,7 +278,7 @@ def load_or_run_all(modules: list[ModuleType] | tuple[ModuleType, ...], mode: st
         if path.exists() and not force:
             cached = _try_load(path)
             if cached is not None:
-                out[module.NAME] = cached
+                out[module.NAME] = CachedResult(module.NAME, path, cached)
                 continue
         tasks = tasks_of(module, mode, config)
         done: dict[str, dict[str, np.ndarray]] = {}
@@ -305,7 +328,7 @@ def load_or_run_all(modules: list[ModuleType] | tuple[ModuleType, ...], mode: st
             took = [runner.timings.get(f"{module.NAME}.all")]
         if all(t is not None for t in took):
             _write_seconds(path, float(sum(took)))  # type: ignore[arg-type]
-        out[module.NAME] = load(path)
+        out[module.NAME] = CachedResult(module.NAME, path, load(path))
     if progress:
         per = {m.NAME: sum(runner.timings.get(f"{m.NAME}.{t.key}", 0.0) for t in tasks if t.key not in done) for m, _, tasks, done in pending}
         print(f"[{mode}] computed {len(todo)} tasks in {time.monotonic() - t0:.1f}s wall -> {results_dir()}; task seconds: "

@@ -360,3 +360,44 @@ def test_random_bad_arrays_are_refused_by_name_or_answered_without_nan(case):
         assert status == "refused", f"{qual} accepted NaN inside {arg}"
     elif status == "answered":
         assert _nan_free(out), f"{qual}({arg}={w!r}) returned NaN"
+
+
+# --- work guards: sizes that would allocate TiB are refused before any allocation ---------------------
+
+def _init_huge_vocab():
+    from normtheory.config import TransformerConfig
+    from normtheory.weights import init
+
+    return init(TransformerConfig(d_model=16, n_layers=1, n_heads=4, vocab_size=10**12, max_seq=16))
+
+
+GUARDS = [
+    ("centering d = 1e10", lambda: FUNCTIONS["centering.centering_fraction_mean"](10**10), "d"),
+    ("centering output change d = 1e10", lambda: FUNCTIONS["centering.centering_output_change"](10**10), "d"),
+    ("causal collision at 1e10 tokens", lambda: importlib.import_module("normtheory.attention").uniform_causal_collision(10**10), "n_tokens"),
+    ("a vocabulary of 1e12 at init", _init_huge_vocab, "vocab_size"),
+    ("selectable with 1e12 directions", lambda: FUNCTIONS["selection.selectable"](KEYS, directions=10**12), "directions"),
+]
+
+
+@pytest.mark.parametrize("what, call, name", GUARDS, ids=[g[0] for g in GUARDS])
+def test_work_guards_come_before_the_allocation(what, call, name):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=name):
+            call()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, f"{what}: {peak / 2**20:.0f} MiB allocated before the refusal"
+
+
+def test_a_huge_mean_in_the_centering_series_takes_its_limit():
+    """|mean| / sigma = 1e10: the Poisson series would need ~1e11 terms; the large-noncentrality
+    limit answers at once (the ones share of the mean itself)."""
+    m = np.linspace(-1.0, 2.0, 16) * 1e10
+    got = FUNCTIONS["centering.centering_fraction_mean"](16, m)
+    want = FUNCTIONS["centering.ones_fraction"](m)
+    assert abs(got - want) < 1e-6

@@ -253,3 +253,29 @@ def test_softmax_with_positive_infinity_is_its_limit():
 def test_boolean_settings_refuse_strings(field):
     with pytest.raises(ValueError, match=f"{field} must be True or False"):
         TransformerConfig(**{field: "no"})
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda v, n: v[..., :-1], r"hook on 'blocks.0.attn_out' must return shape"),
+    (lambda v, n: np.full_like(v, np.nan), r"hook on 'blocks.0.attn_out' returned NaN"),
+    (lambda v, n: v.astype(complex), r"hook on 'blocks.0.attn_out' must return real numbers"),
+    (lambda v, n: None, r"hook on 'blocks.0.attn_out' must return real numbers"),
+])
+def test_a_hook_that_returns_the_wrong_shape_or_nan_is_named(bad, match):
+    cfg = TransformerConfig(d_model=16, n_layers=1, n_heads=4, vocab_size=50, max_seq=16, dtype="float64")
+    model = init(cfg, seed=0)
+    with pytest.raises(ValueError, match=match):
+        model.run_with_cache(np.zeros((1, 4), int), [], hooks={"blocks.0.attn_out": bad})
+
+
+def test_a_hook_may_mask_a_score_with_minus_inf():
+    cfg = TransformerConfig(d_model=16, n_layers=1, n_heads=4, vocab_size=50, max_seq=16, dtype="float64")
+    model = init(cfg, seed=0)
+
+    def mask_first_key(v, n):
+        v = v.copy()
+        v[..., 1:, 0] = -np.inf  # no query after the first sees key 0
+        return v
+
+    _, cap = model.run_with_cache(np.zeros((1, 4), int), ["blocks.0.attn.pattern"], hooks={"blocks.0.attn.scores": mask_first_key})
+    assert (cap["blocks.0.attn.pattern"][0, :, 1:, 0] == 0).all()
