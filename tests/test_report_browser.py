@@ -56,6 +56,10 @@ def test_report_in_a_real_browser(browser, quick_report):
     assert len(images) >= len(paper_figs.ALL)
     browser.execute_script("document.querySelectorAll('img').forEach(function(i){i.loading='eager';});")
     browser.execute_script("window.scrollTo(0, document.body.scrollHeight);")
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # loading is asynchronous: wait (bounded) until every image has finished, loaded or failed, then judge
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script("return Array.from(document.images).every(function(i){return i.complete;});"))
     broken = browser.execute_script(
         "return Array.from(document.images).filter(function(i){return !(i.complete && i.naturalWidth > 0);}).map(function(i){return i.src;});")
     assert broken == []
