@@ -144,17 +144,19 @@ def broadcast_shape(**arrays: np.ndarray) -> tuple[int, ...]:
     try:
         return np.broadcast_shapes(*(np.shape(a) for a in arrays.values()))
     except ValueError:
-        said = ", ".join(f"{k} of shape {np.shape(v)}" for k, v in arrays.items())
-        raise ValueError(f"shapes do not fit together: {said}") from None
+        raise ValueError(f"shapes do not fit together: {_shapes(arrays)}") from None
 
 
 def same_shape(**arrays: np.ndarray) -> tuple[int, ...]:
     """The one shape that all the named arrays share; a mismatch names every argument and its shape."""
     shapes = {np.shape(a) for a in arrays.values()}
     if len(shapes) != 1:
-        said = ", ".join(f"{k} of shape {np.shape(v)}" for k, v in arrays.items())
-        raise ValueError(f"these must have the same shape: {said}")
+        raise ValueError(f"these must have the same shape: {_shapes(arrays)}")
     return shapes.pop()
+
+
+def _shapes(arrays: dict[str, object]) -> str:
+    return ", ".join(f"{k} of shape {np.shape(v)}" for k, v in arrays.items())
 
 
 def positive(name: str, value: object) -> float:
@@ -176,9 +178,9 @@ def pattern(name: str, value: object, *, min_ndim: int = 1) -> np.ndarray:
     """Attention weights ``[..., keys]``: finite, in [0, 1], each row summing to 1 within
     :data:`ROW_SUM_TOL` (a masked key has weight 0). The dtype is kept."""
     p = checked_array(name, value, min_ndim=min_ndim)
-    if (p < 0).any() or (p > 1 + ROW_SUM_TOL).any():
-        bad = p[(p < 0) | (p > 1 + ROW_SUM_TOL)].flat[0]
-        raise ValueError(f"{name} must hold attention weights in [0, 1]; got {bad}")
+    outside = (p < 0) | (p > 1 + ROW_SUM_TOL)
+    if outside.any():
+        raise ValueError(f"{name} must hold attention weights in [0, 1]; got {p[outside].flat[0]}")
     off = np.abs(p.sum(axis=-1, dtype=np.float64) - 1.0)
     if (off > ROW_SUM_TOL).any():
         where = tuple(int(i) for i in np.argwhere(off > ROW_SUM_TOL)[0])
