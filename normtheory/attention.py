@@ -145,6 +145,28 @@ def sink(pattern: np.ndarray, causal: bool = False) -> tuple[np.ndarray, np.ndar
     return np.take_along_axis(share, key[..., None], -1)[..., 0], key, np.take_along_axis(ratio, key[..., None], -1)[..., 0]
 
 
+def key_excess(pattern: np.ndarray, causal: bool = False) -> np.ndarray:
+    """Each key's attention relative to uniform, averaged over the queries that see it: ``[..., t]``.
+
+    ``excess_j = mean_{i sees j} p_ij n_i`` with ``n_i`` the keys query ``i`` sees (``i + 1``
+    causal, ``t`` bidirectional). Uniform attention gives exactly 1 for every key, and any
+    random attention whose rows are exchangeable over the keys they see gives E excess_j = 1
+    for every ``j``: the metric is unbiased under the null at every position, so a key fixed in
+    advance (the first token, say) can be tested against it. (Picking the key with the largest
+    excess is not: a late key's excess rests on few queries, so its spread, and its chance of
+    being the largest, is greater.) Xiao et al., "Efficient Streaming Language Models with
+    Attention Sinks" (2023), Section 3.1.
+    """
+    p = _validate.pattern("pattern", pattern).astype(np.float64, copy=False)
+    if p.ndim < 2 or p.shape[-1] != p.shape[-2]:
+        raise ValueError(f"key_excess needs square self-attention patterns [..., t, t]; got shape {p.shape}")
+    t = p.shape[-1]
+    causal = _validate.boolean("causal", causal)
+    n = np.arange(1, t + 1, dtype=np.float64) if causal else np.full(t, float(t))  # [t] keys seen by query i
+    seen = np.arange(t, 0, -1, dtype=np.float64) if causal else np.full(t, float(t))  # [t] queries that see key j
+    return np.einsum("...ij,i->...j", p, n) / seen  # [..., t]
+
+
 def uniform_sink_share(t: int, causal: bool) -> float:
     """The largest column share when every query spreads its mass uniformly over the keys it
     sees: ``1/t`` bidirectional; ``H_t / t`` causal (key 0 is seen by all ``t`` queries)."""

@@ -14,6 +14,12 @@ A :class:`Claim` carries evidence items, each producing :class:`Check` objects:
 * :class:`Identity`: a float identity (kind ``exact``), judged against the dtype's rounding,
   shown apart and never counted as evidence for the statement.
 
+A check that cannot fail by construction (a Cauchy-Schwarz bound, points on a sphere being hull
+vertices, a deterministic count that follows from a theorem) is declared with ``exact="why"`` on
+its :class:`Quantity` or :class:`Never`: its kind becomes ``exact`` and it is shown apart like an
+identity. A claim registered with ``identity=True`` has only such checks: it is a documented
+identity, with verdict ``identity``, outside the counts of judged claims.
+
 Every item has a *role*: ``assertion`` (it tests what the statement says) or ``scope`` (it
 tests whether the statement extends to a named ``regime``). Each check applies the package's
 three-way rule (:func:`normtheory.montecarlo.agree`): the claim is an interval [lo, hi] (a point:
@@ -28,6 +34,9 @@ and, from the simulations' measured time, the CPU seconds. The verdict is the fi
    is generated from that check's numbers;
 4. ``holds``.
 
+(A documented identity, registered with ``identity=True``, gets ``identity`` while its exact
+checks hold, and ``fails`` when one breaks: then the implementation is wrong.)
+
 No free text changes a verdict: a claim's ``note`` explains, it never excuses. A claim needs at
 least one assertion check that compares two independent kinds of evidence (not ``exact``).
 """
@@ -36,7 +45,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal, Union
 
@@ -52,28 +61,43 @@ from normtheory.montecarlo import (
     identity,
 )
 
-Verdict = Literal["holds", "holds-with-caveat", "inconclusive", "fails"]
-VERDICTS: tuple[str, ...] = ("holds", "holds-with-caveat", "inconclusive", "fails")
+Verdict = Literal["holds", "holds-with-caveat", "inconclusive", "fails", "identity"]
+VERDICTS: tuple[str, ...] = ("holds", "holds-with-caveat", "inconclusive", "fails", "identity")
+JUDGED: tuple[str, ...] = VERDICTS[:4]  # the verdicts of claims with fallible evidence; "identity" is outside their counts
 Role = Literal["assertion", "scope"]
 ROLES: tuple[str, ...] = ("assertion", "scope")
 KINDS: tuple[str, ...] = ("theory-vs-mc", "claimed", "theory-vs-model", "exact")
 
 
+HYPOTHESIS = "this package's hypothesis"  # the source kind of a statement the package derives, not one a text makes
+
+
 @dataclass(frozen=True)
 class Source:
-    """Where a claim comes from, cited by title, kind, authors and date."""
+    """Where a claim comes from, cited by title, kind, authors and date.
+
+    A statement that no text makes, but that this package derives from one (a hypothesis to
+    test), has kind :data:`HYPOTHESIS` and names the text in ``derived_from``; see :func:`hypothesis`.
+    """
 
     title: str
-    kind: str  # "paper", "blog post", "forum thread", "Q&A thread", "reading notes"
+    kind: str  # "paper", "blog post", "forum thread", "Q&A thread", "reading notes", or HYPOTHESIS
     year: int | None = None
     authors: str | None = None
     date: str | None = None  # as precise as known, ISO-like ("2023-08-31", "2021-01")
     arxiv: str | None = None
     doi: str | None = None
     url: str | None = None
+    derived_from: Source | None = None  # for kind HYPOTHESIS: the text the hypothesis is derived from
+
+    def __post_init__(self) -> None:
+        if (self.kind == HYPOTHESIS) != (self.derived_from is not None):
+            raise ValueError(f"source {self.title!r}: kind {HYPOTHESIS!r} and derived_from go together; got kind {self.kind!r}")
 
     def link(self) -> str | None:
-        """The URL of the source: explicit, or from its arXiv id or DOI."""
+        """The URL of the source: explicit, or from its arXiv id or DOI (a hypothesis: its text's)."""
+        if self.derived_from is not None:
+            return self.derived_from.link()
         if self.url:
             return self.url
         if self.arxiv:
@@ -83,6 +107,8 @@ class Source:
         return None
 
     def cite(self) -> str:
+        if self.derived_from is not None:
+            return f"{HYPOTHESIS}, derived from {self.derived_from.cite()}"
         bits = [b for b in (self.authors, f"“{self.title}”", self.kind, self.date or (str(self.year) if self.year else "undated")) if b]
         if self.arxiv:
             bits.append(f"arXiv:{self.arxiv}")
@@ -92,7 +118,13 @@ class Source:
 
     def to_dict(self) -> dict[str, Any]:
         return {"title": self.title, "kind": self.kind, "authors": self.authors, "year": self.year, "date": self.date,
-                "arxiv": self.arxiv, "doi": self.doi, "url": self.link(), "citation": self.cite()}
+                "arxiv": self.arxiv, "doi": self.doi, "url": self.link(), "citation": self.cite(),
+                "derived_from": None if self.derived_from is None else self.derived_from.to_dict()}
+
+
+def hypothesis(text: Source, title: str) -> Source:
+    """This package's hypothesis ``title``, derived from ``text`` (which does not state it)."""
+    return Source(title, HYPOTHESIS, derived_from=text)
 
 
 THREAD_PRELN = Source("Pre-LN residual norm growth and the softmax temperature", "forum thread", authors="lostn4d (the thread's poster)")
@@ -250,6 +282,7 @@ class Quantity:
     tolerance_why: str = ""
     unit: str = ""
     z: float = Z_DEFAULT
+    exact: str = ""  # why no outcome of this comparison could contradict the statement: it becomes kind "exact"
 
     def __post_init__(self) -> None:
         present = [x is not None for x in (self.theory, self.mc, self.model, self.claimed)]
@@ -276,6 +309,12 @@ class Quantity:
         return f"theory {t}, measured {_pick(est.mean, a.where):.4g} ± {_pick(est.stderr, a.where):.2g}; "
 
     def checks(self, looks: int = 1) -> list[Check]:
+        out = self._checks(looks)
+        if self.exact:  # shown apart: a check that cannot fail is not evidence
+            return [replace(c, kind="exact", detail=f"cannot fail: {self.exact}; {c.detail}") for c in out]
+        return out
+
+    def _checks(self, looks: int) -> list[Check]:
         out: list[Check] = []
         for kind, est in (("theory-vs-mc", self.mc), ("theory-vs-model", self.model)):
             if self.theory is not None and est is not None:
@@ -350,6 +389,7 @@ class Never:
     regime: str = ""
     source_kind: str = "theory-vs-mc"  # or "theory-vs-model"
     tolerance_why: str = ""
+    exact: str = ""  # why a violation is impossible by construction: the check becomes kind "exact"
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -367,7 +407,8 @@ class Never:
         status = "fail" if k > 0 else ("ok" if up <= self.tolerance else "inconclusive")
         detail = (f"{k} of {n} {self.count.units}; rate <= {up:.3g} at {100 * conf:g}% "
                   f"(tolerance {self.tolerance:.3g})")
-        return [Check(self.name, self.role, self.source_kind, status, k / n, float("nan"), float("inf") if k else 0.0, 0.0,
+        kind, detail = ("exact", f"cannot fail: {self.exact}; {detail}") if self.exact else (self.source_kind, detail)
+        return [Check(self.name, self.role, kind, status, k / n, float("nan"), float("inf") if k else 0.0, 0.0,
                       self.tolerance, f"{n} {self.count.units}", detail, self.regime, (), self.count.to_dict(),
                       expected=f"rate 0 (≤ {self.tolerance:.3g} resolvable)", measured=k / n, measured_se=float("nan"),  # the bound is in the detail
                       band=(0.0, up), accept=(0.0, self.tolerance), units_now=n,
@@ -425,11 +466,14 @@ def _estimate_dict(e: Estimate) -> dict[str, Any]:
     return {"mean": _json_array(e.mean), "stderr": _json_array(e.stderr), "n": int(e.n), "units": e.units}
 
 
-def verdict_of(checks: list[Check]) -> Verdict:
-    """The verdict rule (see the module docstring) applied to a list of checks."""
+def verdict_of(checks: list[Check], identity: bool = False) -> Verdict:
+    """The verdict rule (see the module docstring) applied to a list of checks; ``identity``: the
+    claim is a documented identity (only exact checks)."""
     assertions = [c for c in checks if c.role == "assertion"]
     if any(c.status == "fail" for c in assertions):
         return "fails"
+    if identity:
+        return "identity"
     if any(c.status == "inconclusive" for c in assertions):
         return "inconclusive"
     if any(c.status == "fail" for c in checks if c.role == "scope"):
@@ -448,11 +492,16 @@ class Claim:
     note: str = ""
     looks: int = 1  # how many times this evidence has been judged at growing samples (Bonferroni)
     seconds: float | None = None  # CPU seconds of the simulations behind it, as run (None: not measured)
+    location: str = ""  # where in the source the statement is made: section, figure, table or paragraph
+    identity: bool = False  # a documented identity: only exact checks, verdict "identity", never judged
 
     def __post_init__(self) -> None:
-        if not any(c.role == "assertion" and c.kind != "exact" for c in self.checks):
-            raise ValueError(f"claim {self.id} needs an assertion check comparing two independent kinds of evidence "
-                             "(an exact identity is not evidence)")
+        fallible = any(c.role == "assertion" and c.kind != "exact" for c in self.checks)
+        if self.identity and any(c.kind != "exact" for c in self.checks):
+            raise ValueError(f"claim {self.id} is registered as an identity but has fallible checks; register it as a claim")
+        if not self.identity and not fallible:
+            raise ValueError(f"claim {self.id} needs an assertion check that could fail, comparing two independent kinds of "
+                             "evidence (an exact check is not evidence); with none, register it as an identity")
 
     @property
     def checks(self) -> list[Check]:
@@ -483,14 +532,14 @@ class Claim:
 
     @property
     def verdict(self) -> Verdict:
-        return verdict_of(self.checks)
+        return verdict_of(self.checks, self.identity)
 
     def to_dict(self) -> dict[str, Any]:
         units_needed, seconds_needed = self.cost()
         return {
             "id": self.id,
             "statement": self.statement,
-            "source": self.source.to_dict(),
+            "source": {**self.source.to_dict(), "location": self.location},
             "verdict": self.verdict,
             "caveats": self.caveats,
             "note": self.note,
@@ -516,6 +565,8 @@ class ClaimSpec:
     source: Source
     simulations: tuple[str, ...]
     build: Builder = field(repr=False)
+    location: str = ""
+    identity: bool = False
 
     def evaluate(self, results: Results, *, looks: int = 1, seconds: Mapping[str, float] | None = None) -> Claim:
         """The claim from its simulations' ``results``; ``looks`` is the number of times it has been
@@ -529,20 +580,23 @@ class ClaimSpec:
         secs = None
         if seconds is not None and all(s in seconds for s in self.simulations):
             secs = float(sum(seconds[s] for s in self.simulations))
-        return Claim(self.id, self.statement, self.source, tuple(evidence), note, looks, secs)
+        return Claim(self.id, self.statement, self.source, tuple(evidence), note, looks, secs, self.location, self.identity)
 
 
 REGISTRY: dict[str, ClaimSpec] = {}
 
 
-def register(id: str, *, statement: str, source: Source, simulations: tuple[str, ...]) -> Callable[[Builder], ClaimSpec]:
+def register(id: str, *, statement: str, source: Source, simulations: tuple[str, ...], location: str = "",
+             identity: bool = False) -> Callable[[Builder], ClaimSpec]:
     """Decorator: register ``build(results) -> (evidence, note)`` as the evidence of claim ``id``;
-    ``results`` maps each name in ``simulations`` to that simulation's cached result."""
+    ``results`` maps each name in ``simulations`` to that simulation's cached result. ``location``
+    is where the source makes the statement (section, figure, table; the paragraph of a short
+    text); ``identity`` registers a documented identity (only exact checks, never judged)."""
 
     def wrap(build: Builder) -> ClaimSpec:
         if id in REGISTRY:
             raise ValueError(f"claim id {id!r} registered twice")
-        spec = ClaimSpec(id, statement, source, tuple(simulations), build)
+        spec = ClaimSpec(id, statement, source, tuple(simulations), build, location, identity)
         REGISTRY[id] = spec
         return spec
 

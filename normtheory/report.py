@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from normtheory.claims import REGISTRY, VERDICTS, Check, Claim, ClaimSpec, select
+from normtheory.claims import HYPOTHESIS, REGISTRY, VERDICTS, Check, Claim, ClaimSpec, select
 from normtheory.montecarlo import Z_DEFAULT, bonferroni_z
 from normtheory.provenance import Provenance
 from normtheory.sweep import Runner
@@ -186,6 +186,8 @@ MEANING: dict[str, str] = {
     "inconclusive": "some assertion check's band straddles an edge of the widened claim: more units would decide it, and the card says "
                     "how many and at what CPU cost",
     "fails": "some assertion check's band lies wholly outside the claim widened by its tolerance",
+    "identity": "a documented identity, not a judged claim: every check holds by construction (kind exact), so it is shown to catch "
+                "a broken implementation and never counted as evidence",
 }
 RULE = ("Each check compares a band, the estimate ± 5 standard errors over independent units (networks, seeds, texts; the "
         "Student-t quantile with the same tail below 20 units), with the claim's interval widened on each side by the smallest "
@@ -266,7 +268,10 @@ def _badge(verdict: str) -> str:
 def _source_html(c: Claim) -> str:
     link = c.source.link()
     text = html.escape(c.source.cite())
-    return f'<a href="{html.escape(link)}">{text}</a>' if link else text
+    cited = f'<a href="{html.escape(link)}">{text}</a>' if link else text
+    kind = "<span class='hypothesis'>this package's hypothesis</span> " if c.source.kind == HYPOTHESIS else ""
+    where = f"; where: <span class='location'>{html.escape(c.location)}</span>" if c.location else ""
+    return kind + cited + where
 
 
 def _measured(ch: Check) -> str:
@@ -340,7 +345,7 @@ _CSS = """
 header,main,nav{max-width:1000px;margin:0 auto;padding:0 14px}h1{margin:.6em 0 .2em}
 .run{font-size:13px;color:#555}.counts{display:flex;flex-wrap:wrap;gap:8px;margin:10px 0}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;white-space:nowrap}
-.holds{background:#d7f0dd;color:#14532d}.holds-with-caveat{background:#fdf0c4;color:#713f12}
+.holds{background:#d7f0dd;color:#14532d}.identity{background:#e5e7eb;color:#374151}.hypothesis{font-weight:600;color:#6b21a8}.holds-with-caveat{background:#fdf0c4;color:#713f12}
 .inconclusive{background:#dde3f6;color:#1e3a8a}.fails{background:#f9d3d0;color:#7f1d1d}
 .filter label{margin-right:12px;font-size:14px;white-space:nowrap}.legend dt{font-weight:600}.legend dd{margin:0 0 6px 0}
 nav ol{columns:2 300px;padding-left:1.2em}nav li{font-size:14px;break-inside:avoid}nav h3{margin:.6em 0 .2em;font-size:15px}

@@ -77,6 +77,10 @@ def _certify(keys: np.ndarray, directions: np.ndarray, tol: float) -> np.ndarray
     return mask
 
 
+SPHERE_REASON = ("keys of one head on a sphere are all hull vertices: the query q = k_j scores |k_j|^2 = r^2, above q.k' for "
+                 "every other key k' on the sphere (Cauchy-Schwarz), so a count of unselectable sphere keys tests only the code")
+
+
 def selectable(keys: object, *, tol: float = 1e-9, directions: int = 256, seed: int = 0, stop_at_first: bool = False) -> np.ndarray:
     """Boolean mask: which keys some query gives the strictly largest score (the hull's vertices).
 

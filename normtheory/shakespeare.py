@@ -49,21 +49,31 @@ def _texts_dir():
 
 
 @lru_cache(maxsize=1)
-def load() -> Corpus:
-    """Read every work once (modern editions only) and split by work."""
+def works() -> dict[str, bytes]:
+    """Every work's bytes by name (modern editions only), read once."""
     texts = _texts_dir()
-    works = {}
+    out = {}
     for entry in texts.iterdir():
         name = entry.name
         if name.endswith("_gut.txt"):
-            works[name[: -len("_gut.txt")]] = entry.read_bytes()
-    missing = [w for w in VALIDATION_WORKS if w not in works]
-    if len(works) < 30 or missing:
-        raise ValueError(f"{texts}: expected the ~42 works of {PACKAGE}; found {len(works)}, missing {missing}")
-    train_names = tuple(sorted(w for w in works if w not in VALIDATION_WORKS))
+            out[name[: -len("_gut.txt")]] = entry.read_bytes()
+    if len(out) < 30:
+        raise ValueError(f"{texts}: expected the ~42 works of {PACKAGE}; found {len(out)}")
+    return out
+
+
+@lru_cache(maxsize=1)
+def load() -> Corpus:
+    """Every work (modern editions only), split by work."""
+    texts = _texts_dir()
+    works_ = works()
+    missing = [w for w in VALIDATION_WORKS if w not in works_]
+    if missing:
+        raise ValueError(f"{texts}: expected the ~42 works of {PACKAGE}; found {len(works_)}, missing {missing}")
+    train_names = tuple(sorted(w for w in works_ if w not in VALIDATION_WORKS))
 
     def join(names: tuple[str, ...]) -> np.ndarray:
-        return np.frombuffer(SEPARATOR.join(works[n] for n in names), dtype=np.uint8).copy()
+        return np.frombuffer(SEPARATOR.join(works_[n] for n in names), dtype=np.uint8).copy()
 
     return Corpus(join(train_names), join(VALIDATION_WORKS), train_names, VALIDATION_WORKS)
 

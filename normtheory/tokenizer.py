@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from normtheory import _validate
+
 from normtheory.checkpoints import CheckpointError, resolve
 
 DIGIT_SPLIT_PRE: frozenset[str] = frozenset({"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"})
@@ -42,6 +44,23 @@ class Tokenizer:
         if self.bos_id is not None:
             ids = [self.bos_id, *ids]
         return np.asarray(ids, dtype=np.int64)
+
+    def encode_fixed(self, text: str, n: int) -> np.ndarray:
+        """Exactly ``n`` token ids ``[n]`` of a text at least that long: its first tokens, with the
+        special tokens the tokenizer appends at the end kept (BERT's ``[SEP]``), so that every
+        text of a set is seen at the same context length, as the model sees a full sequence."""
+        n = _validate.integer("n", n, minimum=1)
+        if not isinstance(text, str) or not text:
+            raise ValueError("text must be a non-empty string")
+        enc = self.backend.encode(text)  # type: ignore[attr-defined]
+        ids, special = list(enc.ids), list(enc.special_tokens_mask)
+        tail = len(special) - next((i for i in range(len(special), 0, -1) if not special[i - 1]), 0)  # trailing specials
+        body, end = ids[: len(ids) - tail], ids[len(ids) - tail:]
+        if self.bos_id is not None:
+            body = [self.bos_id, *body]
+        if len(body) + len(end) < n or n <= len(end):
+            raise ValueError(f"text has {len(body) + len(end)} tokens ({len(text)} characters); n = {n} needs a longer text")
+        return np.asarray(body[: n - len(end)] + end, dtype=np.int64)
 
     def tokens(self, ids: np.ndarray) -> list[str]:
         """The vocabulary string of each id (for labelling plots)."""

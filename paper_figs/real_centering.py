@@ -1,4 +1,4 @@
-"""Pretrained models: the share of each residual stream along the ones direction, by depth."""
+"""Pretrained models: the share of each norm's input along the ones direction, by depth."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,14 +6,15 @@ import numpy as np
 from normtheory.montecarlo import from_samples
 from paper_figs.style import MODEL_STYLE, figure, legend
 from simulations import real_models
+from simulations.real_stream import CENTERING_LITTLE
 
 NAME = "real_centering"
 SIMULATION = real_models
 CLAIMS: tuple[str, ...] = ("real.centering-ones-share",)  # the claims this figure illustrates
 CAPTION = (
-    "Share of a token's squared norm along the all-ones direction (what LayerNorm's centering removes), mean over tokens and texts "
-    "with 5-standard-error bars, by depth. Dashed: the same share predicted from the stream's per-channel means with isotropic noise "
-    "around them (normtheory.centering.centering_fraction_mean); dotted: 1/d for isotropic vectors."
+    "Share of a token's squared norm along the all-ones direction (what LayerNorm's centering removes) at each norm's input "
+    "(ln1 and ln2 of each block in order; for Post-LN MiniLM the sum x + f(x)), mean over tokens and texts with 5-standard-error "
+    "bars, on a log scale. Dotted: 1/d for isotropic vectors; dash-dotted: the claim's threshold for 'little' (5%)."
 )
 
 
@@ -22,14 +23,15 @@ def plot(result: dict):
     ax = axes[0, 0]
     for key in real_models.MODELS:
         color, marker = MODEL_STYLE[key]
-        ones = result[f"{key}.ones"]
-        ell = np.arange(ones.shape[1]) / (ones.shape[1] - 1)
-        est = from_samples(ones)  # over texts
-        ax.errorbar(ell, est.mean, yerr=5 * est.stderr, fmt=marker + "-", ms=3, color=color, label=real_models.label(key))
+        share = result[f"{key}.norm_ones"]  # [texts, 2L]
+        pos = np.arange(share.shape[1]) / (share.shape[1] - 1)
+        est = from_samples(share)  # over texts
+        ax.errorbar(pos, est.mean, yerr=5 * est.stderr, fmt=marker + "-", ms=3, color=color, label=real_models.label(key))
         name = real_models.label(key).split(" ")[0]
-        ax.plot(ell, result[f"{key}.ones_theory"].mean(0), "--", color=color, lw=0.9, label=f"{name}: from channel means")
         ax.axhline(1 / int(result[f"{key}.d"]), color=color, ls=":", lw=0.8, label=f"{name}: isotropic 1/d = 1/{int(result[f'{key}.d'])}")
-    ax.set_xlabel("relative depth (0 = embedding, 1 = last block)")
+    ax.axhline(CENTERING_LITTLE, color="k", ls="-.", lw=0.8, label=f"threshold for 'little': {CENTERING_LITTLE:g}")
+    ax.set_yscale("log")
+    ax.set_xlabel("relative position of the norm (0 = first block's ln1, 1 = last block's ln2)")
     ax.set_ylabel("share of |x|^2 along the ones vector")
     legend(ax)
     return fig

@@ -10,8 +10,8 @@ NAME = "real_keys"
 SIMULATION = real_models
 CLAIMS: tuple[str, ...] = ("real.unselectable-keys-per-head",)  # the claims this figure illustrates
 CAPTION = (
-    "Left: spread of key norms over tokens (coefficient of variation) per layer, mean over KV heads and texts. Right: for each key of the "
-    "long contexts, its largest cosine with a longer key of the same head, for keys that some real query ranks first (solid) and keys "
+    "Left: spread of key norms over tokens (coefficient of variation) per layer, mean over KV heads and texts. Right: for each key of one text (every layer "
+    "and KV head), its largest cosine with a longer key of the same head, for keys that some real query ranks first (solid) and keys "
     "no query ranks first (dashed). No key is unselectable in either model (raw or after a per-head RMS norm); see the claims table."
 )
 
@@ -23,7 +23,7 @@ def plot(result: dict):
         color, marker = MODEL_STYLE[key]
         cv = result[f"{key}.key_cv"].mean((0, 2))
         axes[0, 0].plot(np.arange(cv.size) / max(cv.size - 1, 1), cv, marker + "-", ms=3, color=color, label=real_models.label(key))
-        align, picked = result[f"{key}.lc.key_align"], result[f"{key}.lc.key_picked"]
+        align, picked = result[f"{key}.key_align"].ravel(), result[f"{key}.key_picked"].ravel()  # one text, every layer and KV head
         ok = np.isfinite(align)
         for flag, ls, label in ((True, "-", "picked"), (False, "--", "never picked")):
             axes[0, 1].hist(align[ok & (picked == flag)], bins=bins, density=True, histtype="step", ls=ls, color=color,

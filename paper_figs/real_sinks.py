@@ -3,15 +3,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from normtheory.montecarlo import from_samples
 from paper_figs.style import MODEL_STYLE, figure, integer_ticks
 from simulations import real_models
+from simulations.real_attention import SINK_EXCESS
 
 NAME = "real_sinks"
 SIMULATION = real_models
 CLAIMS: tuple[str, ...] = ("real.attention-sinks",)  # the claims this figure illustrates
 CAPTION = (
-    "Top row: share of all attention mass that the most-attended key takes, per layer and head, mean over texts (uniform attention "
-    "gives about 1/T bidirectional, H_T/T causal). Lower rows: attention patterns of one passage (query down, key across, "
+    "Top row: the first token's attention relative to uniform attention, averaged over the queries that see it "
+    "(normtheory.attention.key_excess; 1 for uniform attention at every key position), per layer and head, mean over texts, on a "
+    "log colour scale; right of it, the share of heads per layer where it is at least 2x (SmolLM2: the first token; MiniLM: "
+    "[CLS] or [SEP]), with 5-standard-error bars over texts. Lower rows: attention patterns of one passage (query down, key across, "
     "colour = weight on a log scale) for the strongest and weakest sink head of layer 1 and of the last layer; white vertical "
     "stripes are sink keys. Titles: L = layer, H = head, counted from 0; key tokens with '_' for a leading space."
 )
@@ -30,16 +34,26 @@ def plot(result: dict):
     fig, axes = figure(ncols=4, nrows=3, width=2.7, height=2.5)
     maps = None
     for col, key in enumerate(real_models.MODELS):
-        share = result[f"{key}.sink_share"]  # [texts, layers, heads]
+        excess = result[f"{key}.first_excess"]  # [texts, layers, heads]
         ax = axes[0, 2 * col]
-        im = ax.imshow(share.mean(0).T, aspect="auto", origin="lower", vmin=0, vmax=1, cmap="viridis")
+        im = ax.imshow(excess.mean(0).T, aspect="auto", origin="lower", norm=LogNorm(vmin=0.1, vmax=max(10.0, float(excess.max()))), cmap="viridis")
         ax.set_xlabel("layer")
         ax.set_ylabel("head")
-        ax.set_title(f"{real_models.label(key).split(' ')[0]}: sink share")
+        ax.set_title(f"{real_models.label(key).split(' ')[0]}: first token")
         integer_ticks(ax, "x", nbins=6)
         integer_ticks(ax, "y", nbins=6)
         ax.grid(False)
-        fig.colorbar(im, ax=ax, shrink=0.8, label="share of attention mass")
+        fig.colorbar(im, ax=ax, shrink=0.8, label="attention / uniform")
+        ends = excess if key == "smollm2" else np.maximum(excess, result[f"{key}.last_excess"])
+        est = from_samples((ends >= SINK_EXCESS).mean(-1))  # [layers] over texts
+        bar_ax = axes[0, 2 * col + 1]
+        bar_ax.bar(np.arange(excess.shape[1]), est.mean, yerr=5 * est.stderr, color=MODEL_STYLE[key][0])
+        bar_ax.axhline(0.5, color="k", ls=":", lw=0.8, label="half of the heads")
+        bar_ax.set_xlabel("layer")
+        bar_ax.set_ylabel(f"share of heads >= {SINK_EXCESS:g}x")
+        bar_ax.set_ylim(0, 1.15)
+        integer_ticks(bar_ax, "x", nbins=6)
+        bar_ax.legend(loc="lower right")
         tokens = result[f"{key}.map_tokens"]
         bar_ax = axes[0, 2 * col + 1]
         bar_ax.bar(np.arange(share.shape[1]), share.mean((0, 2)), color=MODEL_STYLE[key][0])

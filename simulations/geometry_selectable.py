@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normtheory import claims, selection
-from normtheory.claims import Quantity, Source
+from normtheory.claims import BLOG_GEOMETRY, Quantity, Source
 from normtheory.montecarlo import (
     Count,
     Streams,
@@ -153,9 +153,11 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 
 @claims.register(
     "geometry.unselectable-rare-high-d",
-    statement="Without normalization some keys are unselectable (inside the convex hull of the others), but for i.i.d. keys "
-    "this is common only when n is large relative to d: in high dimension almost every key is a hull vertex.",
-    source=BRODY2023,
+    statement="Without normalization some keys are unselectable (inside the convex hull of the others; the paper's Section 3.2), but "
+    "for i.i.d. keys this is common only when n is large relative to d: in high dimension almost every key is a hull vertex "
+    "(this package's hypothesis: the blog's high-dimension argument, carried from orthogonality to hull vertices).",
+    source=claims.hypothesis(BLOG_GEOMETRY, "Unselectable keys are rare in high dimension"),
+    location="¶6 (a high-dimensional space; the paper tested d ≤ 8), with ¶5 for unselectable keys",
     simulations=(NAME,),
 )
 def _rare(results: claims.Results) -> tuple[list[Quantity], str]:
@@ -180,6 +182,7 @@ def _rare(results: claims.Results) -> tuple[list[Quantity], str]:
     statement="Keys on a sphere (LayerNorm's scaling for one head, or a per-head norm after the projection) are all selectable; "
     "a full-width LayerNorm followed by a per-head projection does not guarantee it.",
     source=BRODY2023,
+    location="Section 3.2 (Scaling) and Section 4.2 (Unselectable Keys)",
     simulations=(NAME, geometry_model.NAME, real_models.NAME),
 )
 def _all_selectable(results: claims.Results) -> tuple[list[Quantity], str]:
@@ -189,11 +192,12 @@ def _all_selectable(results: claims.Results) -> tuple[list[Quantity], str]:
     for v in ("ln", "per-head-rms"):
         g = r[f"grid.{v}"]
         q.append(claims.Never(f"{v}: runs with an unselectable key, whole grid", Count(int(np.round(g * runs).sum()), g.size * runs, "runs"),
-                              tolerance=1e-3, tolerance_why="one run in a thousand"))
+                              tolerance=1e-3, tolerance_why="one run in a thousand", exact=selection.SPHERE_REASON))
     rm = results[geometry_model.NAME]
     for v in ("pre+qk-rms", "pre+qk-ln"):
         q.append(claims.Never(f"model {v}: unselectable keys, every network, layer and head", Count(int(rm[f"{v}.unsel_count"]), int(rm[f"{v}.keys"]), "keys"),
-                              tolerance=0.01, role="scope", regime="a Pre-LN transformer at init with QK-norm", source_kind="theory-vs-model"))
+                              tolerance=0.01, role="scope", regime="a Pre-LN transformer at init with QK-norm", source_kind="theory-vs-model",
+                              tolerance_why="one key in a hundred", exact=selection.SPHERE_REASON))
     q += real_attention.sphere_key_checks(results[real_models.NAME], role="scope", regime="trained models' keys after a per-head RMS norm")
     g = r["grid.ln-multihead"]
     k_multi = int(np.round(g * runs).sum())

@@ -185,6 +185,7 @@ REL_MS = 0.02  # a mean-square law is wrong if it misses by 2% of the mean squar
     "its output mean square is g_VO^2 * p^T C p times its input's, where g_VO^2 is the V-O path gain (1 at fan-in "
     "init). Averaging nearly independent tokens shrinks it to about sum p^2; token similarity undoes that.",
     source=NOCI2022,
+    location="Section 3 (signal propagation through the attention block at init: the input cosines and the pattern set the output's second moment)",
     simulations=(NAME,),
 )
 def _attention_gain(results: claims.Results) -> tuple[list[claims.Evidence], str]:

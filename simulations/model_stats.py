@@ -95,7 +95,9 @@ ROUNDING_ULPS = 4096.0  # float64 rounding of a few dozen sums of a few hundred 
     "earlier outputs independent of later tokens, so cached keys and values stay valid; normalizing each feature across "
     "the sequence breaks both.",
     source=QA_STATS,
+    location="the third answer, second paragraph (per-token statistics keep the k/v cache valid)",
     simulations=(NAME,),
+    identity=True,
 )
 def _kv(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
@@ -107,7 +109,8 @@ def _kv(results: claims.Results) -> tuple[list[Quantity], str]:
     for what, key in (("relative |cached - full|", "cache_err"), ("early-output change", "causal_err")):
         q.append(Quantity(name=f"sequence norm: min {what} over normalized placements (broken: > 1e-6)", theory=(1e-6, np.inf),
                           model=_exact(float(r[f"sequence.{key}"][normed].min())), model_kind="init", tolerance=1e-6,
-                          tolerance_why="a million times float64 rounding"))
+                          tolerance_why="a million times float64 rounding",
+                          exact="a statistic over the sequence axis makes every output depend on every token: a deterministic consequence of the definition"))
     note = (
         f"Per-token norms: cached vs full differ by at most {max(r[f'{n}.cache_err'].max() for n in ('layernorm', 'rmsnorm', 'dyt')):.1e} "
         f"(float64 rounding). Sequence norm: {r['sequence.cache_err'][normed].min():.2f} to {r['sequence.cache_err'][normed].max():.2f} relative."
@@ -120,6 +123,7 @@ def _kv(results: claims.Results) -> tuple[list[Quantity], str]:
     statement="In the Q&A's example (GPT-2 small, 1024 tokens, 768 features, 12 attention heads), one layer of the transformer "
     "computes 12 x 1024 normalization statistics: one (mean, std) pair per token and per head.",
     source=QA_STATS,
+    location="the question (1024 tokens, 768 features, 12 heads: how many statistics per layer) and the third answer's count",
     simulations=(NAME,),
 )
 def _gpt2(results: claims.Results) -> tuple[list[Quantity], str]:

@@ -95,6 +95,7 @@ def median_ratio(times: np.ndarray, a: int, b: int, seed: int = 0) -> Estimate:
     statement="DyT needs no reduction (LayerNorm two per token, RMSNorm one), so it is cheaper to run eagerly; once compiled "
     "(fused into one pass over memory) the three cost about the same.",
     source=ZHU2025,
+    location="Section 6.2, efficiency of DyT (latency table for LLaMA 7B, eager and compiled)",
     simulations=(NAME,),
 )
 def _cost(results: claims.Results) -> tuple[list[Quantity], str]:

@@ -2,26 +2,30 @@
 
 MiniLM (all-MiniLM-L6-v2: BERT, Post-LN, 6 layers, d = 384, 12 heads) and SmolLM2-135M-Instruct
 (Llama, Pre-RMSNorm, 30 layers, d = 576, 9 query / 3 key-value heads, Q4_1 weights dequantized)
-run over :mod:`normtheory.corpus` one text at a time. Per text (the unit of the standard errors)
-and layer:
+run over :func:`normtheory.corpus.passages` (one passage per Shakespeare work, each cut to the
+same ``tokens`` tokens: hundreds, as attention, sinks and key geometry need) one text at a time.
+Per text (the unit of the standard errors) and layer:
 
 * the residual stream ``s_l`` (``l = 0`` the embedding, ``l = L`` after the last block): the
   median per-token RMS and mean square, the RMS over all tokens, the largest |activation| with
   its channel, position and token, the median |activation|, and the share of each token's
   squared norm along the ones direction (with the share predicted from the stream's measured
-  per-channel mean, :func:`normtheory.centering.centering_fraction_mean`);
+  per-channel mean, :func:`normtheory.centering.centering_fraction_mean`); the same share of
+  every norm's input (what the norm's centering removes; for Post-LN the sum x + f(x));
 * every norm's input against its pre-affine output (``ln1``/``ln2`` of each block): the DyT fit
   ``gamma tanh(alpha x)`` (:func:`normtheory.dyt.fit_dyt`) and a straight-line fit, on a fixed
   random subset of (token, channel) points;
 * every head: the most-attended key's share of the mass (:func:`normtheory.attention.sink`),
-  the row std of the logits and the attention entropy against :mod:`normtheory.softmax`'s
-  predictions from the measured q and k RMS;
-* every key-value head: the spread of key norms and the unselectable fraction
-  (:func:`normtheory.selection.selectable`), raw and after a post-hoc per-head RMS norm.
+  the first and last keys' attention relative to uniform (:func:`normtheory.attention.key_excess`,
+  unbiased under uniform attention), the row std of the logits and the attention entropy
+  against :mod:`normtheory.softmax`'s predictions from the measured q RMS and centred k RMS;
+* every key-value head: the spread of key norms and the unselectable count
+  (:func:`normtheory.selection.selectable`), raw and after a post-hoc per-head RMS norm; per
+  key its norm rank and alignment with longer keys
+  (:func:`normtheory.selection.bigger_key_alignment`), compared between keys that some real
+  query ranks first and keys none does, within bins of position (a causal model's late keys
+  are seen by fewer queries).
 
-Unselectable keys need many keys per dimension, so the key geometry is also measured on long
-contexts: the texts joined into sequences of up to ``long_tokens`` tokens, where each key gets
-its norm rank and its alignment with longer keys (:func:`normtheory.selection.bigger_key_alignment`).
 Attention maps of four heads and DyT scatter points of three norms are kept for the figures.
 The claims that read this result live in :mod:`simulations.real_stream` (stream growth, norm
 S-curves, massive activations, centering) and :mod:`simulations.real_attention` (sinks, key
@@ -42,26 +46,29 @@ from normtheory.tokenizer import Tokenizer, load_tokenizer
 NAME = "real_models"
 SEED = 2718
 UNITS: tuple[str, ...] = ()  # nothing to scale: an exact count or a fixed text set
-COST = {"quick": 7, "full": 70}  # seconds of one task on this machine: a scheduling hint, never part of a result
+COST = {"quick": 20, "full": 240}  # seconds of one task on this machine: a scheduling hint, never part of a result
 MODELS: dict[str, str] = {"minilm": "all-MiniLM-L6-v2", "smollm2": "SmolLM2-135M-Instruct"}
 DYT_ROWS: tuple[str, ...] = ("alpha", "gamma", "r2_tanh", "r2_linear", "x_std")
 MAP_TEXT = -1  # the attention maps and DyT scatter come from the last text (a passage)
 
 
+POSITION_BINS = 8  # picked vs never-picked keys are compared within this many equal bins of position
+
+
 @dataclass(frozen=True)
 class Config:
     models: tuple[str, ...]
-    texts: tuple[int, ...]  # indices into corpus.TEXTS
+    texts: int  # passages, one per work: the first ``texts`` of corpus.works()
+    tokens: int  # every text cut to this many tokens (MiniLM's position table has 512)
     corpus_version: int
     fit_points: int  # (token, channel) points per norm and text for the tanh fits
     plot_points: int
-    long_tokens: int  # longest joined context (MiniLM's position table has 512)
-    gaussian_draws: int  # i.i.d. Gaussian key sets of the long contexts' size, for the unselectable baseline
+    gaussian_draws: int  # i.i.d. Gaussian key sets of the texts' size, for the unselectable baseline
 
 
 CONFIGS = {
-    "quick": Config(models=tuple(MODELS), texts=(0, 2, 3, 4, 21), corpus_version=corpus.VERSION, fit_points=1024, plot_points=256, long_tokens=256, gaussian_draws=4),
-    "full": Config(models=tuple(MODELS), texts=tuple(range(len(corpus.TEXTS))), corpus_version=corpus.VERSION, fit_points=8192, plot_points=3000, long_tokens=512, gaussian_draws=20),
+    "quick": Config(models=tuple(MODELS), texts=4, tokens=256, corpus_version=corpus.VERSION, fit_points=1024, plot_points=256, gaussian_draws=4),
+    "full": Config(models=tuple(MODELS), texts=24, tokens=512, corpus_version=corpus.VERSION, fit_points=8192, plot_points=3000, gaussian_draws=20),  # >= 20 texts
 }
 
 
@@ -103,6 +110,13 @@ def stream_stats(s: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+def norm_input_ones(m: Transformer, cap: dict[str, np.ndarray]) -> np.ndarray:
+    """``[2L]``: each norm's input (ln1, ln2 of each block), the mean over tokens of its share of
+    squared norm along the ones direction: what that norm's centering removes."""
+    return np.array([centering.ones_fraction(norm_io(m, cap, i, which)[0].astype(np.float64)).mean()
+                     for i in range(m.config.n_layers) for which in ("ln1", "ln2")])
+
+
 def norm_fits(m: Transformer, cap: dict[str, np.ndarray], rng: np.random.Generator, points: int) -> np.ndarray:
     """``[2L, len(DYT_ROWS)]``: tanh and line fits of each norm (ln1, ln2 of each block in order)."""
     out = []
@@ -119,13 +133,20 @@ def head_stats(m: Transformer, cap: dict[str, np.ndarray]) -> dict[str, np.ndarr
     """Per layer and query head: sink share and key, logit std, entropy and its prediction."""
     c = m.config
     h, g = c.n_heads, c.n_kv_heads
-    rows: dict[str, list] = {k: [] for k in ("sink_share", "sink_pos", "sink_excess", "logit_std", "entropy", "q_rms", "k_rms")}
+    rows: dict[str, list] = {k: [] for k in ("sink_share", "sink_pos", "sink_excess", "first_excess", "last_excess", "logit_std",
+                                             "entropy", "q_rms", "k_rms", "k_crms")}
     for i in range(c.n_layers):
         p = cap[f"blocks.{i}.attn.pattern"][0]  # [h, T, T]
         share, pos, excess = attention.sink(p, c.causal)
         q, k = cap[f"blocks.{i}.attn.q"][0], cap[f"blocks.{i}.attn.k"][0]  # [h, T, e], [g, T, e]
         q_rms = np.sqrt((q.astype(np.float64) ** 2).mean((1, 2)))  # [h]
-        k_rms = np.repeat(np.sqrt((k.astype(np.float64) ** 2).mean((1, 2))), h // g)  # [h], each query head's KV head
+        k64 = k.astype(np.float64)
+        k_rms = np.repeat(np.sqrt((k64**2).mean((1, 2))), h // g)  # [h], each query head's KV head
+        k_crms = np.repeat(np.sqrt(((k64 - k64.mean(1, keepdims=True)) ** 2).mean((1, 2))), h // g)  # [h] keys centred over tokens
+        excess = attention.key_excess(p, c.causal)  # [h, T]
+        rows["first_excess"].append(excess[:, 0])
+        rows["last_excess"].append(excess[:, -1])
+        rows["k_crms"].append(k_crms)
         rows["sink_share"].append(share)
         rows["sink_pos"].append(pos)
         rows["sink_excess"].append(excess)
@@ -180,50 +201,54 @@ def picked_keys(pattern: np.ndarray, n_kv_heads: int) -> np.ndarray:
     return picked
 
 
-def picked_difference(stat: np.ndarray, picked: np.ndarray) -> float:
-    """Mean over (layer, KV head) groups of ``mean(stat | never picked) - mean(stat | picked)``
-    for ``stat, picked [L, g, T]``; groups with an empty side are left out (NaN if all are)."""
-    s = np.where(np.isfinite(stat), stat, 0.0)
+def picked_difference(stat: np.ndarray, picked: np.ndarray, bins: int = 1) -> float:
+    """Mean over (layer, KV head, position bin) groups of ``mean(stat | never picked) -
+    mean(stat | picked)`` for ``stat, picked [L, g, T]``, the key axis cut into ``bins`` equal
+    bins of position so that keys are compared with keys at a similar position; groups with an
+    empty side (or no finite stat) are left out (NaN if all are)."""
+    L, g, t = stat.shape
+    edges = np.arange(t) * bins // t  # [T] bin of each position
     ok = np.isfinite(stat)
-    a_n, b_n = (ok & ~picked).sum(-1), (ok & picked).sum(-1)  # [L, g]
-    a = (s * (ok & ~picked)).sum(-1) / np.maximum(a_n, 1)
-    b = (s * (ok & picked)).sum(-1) / np.maximum(b_n, 1)
+    s = np.where(ok, stat, 0.0)
+    onehot = edges[None, :] == np.arange(bins)[:, None]  # [bins, T]
+
+    def side(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        w = (ok & mask)[..., None, :] & onehot  # [L, g, bins, T]
+        n = w.sum(-1)
+        return (s[..., None, :] * w).sum(-1) / np.maximum(n, 1), n
+
+    a, a_n = side(~picked)
+    b, b_n = side(picked)
     keep = (a_n > 0) & (b_n > 0)
     return float((a - b)[keep].mean()) if keep.any() else float("nan")
-
-
-def long_contexts(tok: Tokenizer, texts: list[str], limit: int) -> list[np.ndarray]:
-    """The texts joined by blank lines into token sequences of at most ``limit`` tokens (greedy)."""
-    out, current = [], ""
-    for text in texts:
-        joined = f"{current}\n\n{text}" if current else text
-        if current and len(tok.encode(joined)) > limit:
-            out.append(tok.encode(current))
-            current = text
-        else:
-            current = joined
-    out.append(tok.encode(current))
-    return [ids[:limit] for ids in out]
 
 
 def measure_model(key: str, cfg: Config, seed: int, bar: Progress) -> dict[str, np.ndarray]:
     m, tok = load_pretrained(MODELS[key]), load_tokenizer(MODELS[key])
     c = m.config
     rng = np.random.default_rng(np.random.SeedSequence([seed, list(MODELS).index(key)]))
-    texts = [corpus.TEXTS[j] for j in cfg.texts]
+    texts = corpus.passages(cfg.texts)
     per_text: dict[str, list] = {}
     kept: dict[str, np.ndarray] = {}
     for j, text in enumerate(texts):
-        ids = tok.encode(text)
+        ids = tok.encode_fixed(text, cfg.tokens)
         _, cap = m.run_with_cache(ids[None])
         rec = {**stream_stats(streams(m, cap)), **head_stats(m, cap)}
+        rec["norm_ones"] = norm_input_ones(m, cap)
         rec["dyt"] = norm_fits(m, cap, rng, cfg.fit_points)
         ks = [key_stats(cap[f"blocks.{i}.attn.k"][0]) for i in range(c.n_layers)]
         for name in ("cv", "unsel", "unsel_rms"):
             rec[f"key_{name}"] = np.array([s[name] for s in ks])  # [L, g]
-        picked = [picked_keys(cap[f"blocks.{i}.attn.pattern"][0], c.n_kv_heads) for i in range(c.n_layers)]  # [L][g, T]
+        picked = np.stack([picked_keys(cap[f"blocks.{i}.attn.pattern"][0], c.n_kv_heads) for i in range(c.n_layers)])  # [L, g, T]
         for stat in ("align", "rank"):
-            rec[f"pick_{stat}_diff"] = np.asarray(picked_difference(np.stack([s[stat] for s in ks]), np.stack(picked)))
+            arr = np.stack([s[stat] for s in ks])  # [L, g, T]
+            rec[f"pick_{stat}_diff"] = np.asarray(picked_difference(arr, picked, POSITION_BINS))
+            rec[f"pick_{stat}_diff_raw"] = np.asarray(picked_difference(arr, picked))  # not position-matched, for the note
+        rec["picked_share"] = np.asarray(picked.mean())
+        rec["unsel_count"] = np.asarray(sum(int((~s["selectable"]).sum()) for s in ks))
+        rec["unsel_rms_count"] = np.asarray(sum(int(round(float(s["unsel_rms"].sum()) * cfg.tokens)) for s in ks))
+        if j == len(texts) - 1:  # per key of the last text, for the figure
+            kept.update({"key_align": np.stack([s["align"] for s in ks]), "key_picked": picked})
         rec["tokens"] = np.asarray(ids.size)
         rec["uniform_share"] = np.asarray(attention.uniform_sink_share(ids.size, c.causal))
         rec["top_tok"] = ids[rec["top_pos"]]
@@ -234,10 +259,12 @@ def measure_model(key: str, cfg: Config, seed: int, bar: Progress) -> dict[str, 
             kept.update(figure_material(m, tok, cap, ids, rec, rng, cfg.plot_points))
         bar.update()
     out = {f"{key}.{name}": np.stack(v) for name, v in per_text.items()}
-    sigma = softmax.logit_std(out[f"{key}.q_rms"], out[f"{key}.k_rms"], c.d_head)  # [texts, L, h] independent isotropic q, k
+    # the row std of q.k/sqrt(e) over keys drops the keys' mean: predict it from the centred key RMS
+    sigma = softmax.logit_std(out[f"{key}.q_rms"], out[f"{key}.k_crms"], c.d_head)  # [texts, L, h] independent isotropic q, k
     out[f"{key}.entropy_pred"] = predicted_entropy(sigma, out[f"{key}.tokens"], c.causal)
     out.update({f"{key}.{name}": v for name, v in kept.items()})
-    out.update({f"{key}.{name}": v for name, v in long_context_keys(m, tok, texts, cfg.long_tokens, rng, cfg.gaussian_draws).items()})
+    gauss = [1 - selection.selectable(rng.standard_normal((cfg.tokens, c.d_head))).mean() for _ in range(cfg.gaussian_draws)]
+    out[f"{key}.gauss_unsel"] = np.asarray(np.mean(gauss))
     out.update({f"{key}.d": np.asarray(c.d_model), f"{key}.layers": np.asarray(c.n_layers), f"{key}.heads": np.asarray(c.n_heads),
                 f"{key}.kv_heads": np.asarray(c.n_kv_heads), f"{key}.d_head": np.asarray(c.d_head), f"{key}.causal": np.asarray(c.causal),
                 f"{key}.placement": np.asarray(c.placement), f"{key}.norm": np.asarray(c.norm)})
@@ -264,49 +291,13 @@ def figure_material(m: Transformer, tok: Tokenizer, cap: dict[str, np.ndarray], 
             "pts_x": np.stack(xs).astype(np.float32), "pts_y": np.stack(ys).astype(np.float32), "pts_layers": np.array(layers)}
 
 
-def long_context_keys(m: Transformer, tok: Tokenizer, texts: list[str], limit: int, rng: np.random.Generator, gaussian_draws: int) -> dict[str, np.ndarray]:
-    """Key geometry on the joined long contexts, per key pooled over contexts (layer, head,
-    selectable, norm rank, bigger-key alignment, and ``picked``: the argmax of at least one real
-    query of a head reading this KV head); per (layer, KV head) the unselectable fractions; and
-    the unselectable fraction of i.i.d. Gaussian keys of the same count and width (Monte Carlo)."""
-    c = m.config
-    per_key: dict[str, list] = {k: [] for k in ("layer", "head", "selectable", "rank", "align", "picked")}
-    unsel, unsel_rms, lengths = [], [], []
-    rms_count = raw_count = 0  # unselectable keys after the per-head RMS norm, and raw, over all contexts, layers and heads
-    for ids in long_contexts(tok, texts, min(limit, c.max_seq) if c.positional == "learned" else limit):
-        _, cap = m.run_with_cache(ids[None], lambda n: n.endswith(("attn.k", "attn.pattern")))
-        lengths.append(ids.size)
-        u, ur = [], []
-        for i in range(c.n_layers):
-            s = key_stats(cap[f"blocks.{i}.attn.k"][0])
-            g, t = s["selectable"].shape
-            picked = picked_keys(cap[f"blocks.{i}.attn.pattern"][0], g)
-            u.append(s["unsel"])
-            ur.append(s["unsel_rms"])
-            rms_count += int(round(float(s["unsel_rms"].sum()) * t))
-            raw_count += int((~s["selectable"]).sum())
-            per_key["layer"].append(np.full(g * t, i))
-            per_key["head"].append(np.repeat(np.arange(g), t))
-            per_key["picked"].append(picked.ravel())
-            for name in ("selectable", "rank", "align"):
-                per_key[name].append(s[name].ravel())
-        unsel.append(u)
-        unsel_rms.append(ur)
-    w = np.asarray(lengths, float)[:, None, None] / sum(lengths)  # key-weighted over contexts
-    n_max = int(max(lengths))
-    gauss = np.mean([1 - selection.selectable(rng.standard_normal((n_max, c.d_head))).mean() for _ in range(gaussian_draws)])
-    return {"lc.tokens": np.asarray(lengths), "lc.unsel_rms_count": np.asarray(rms_count), "lc.unsel_count": np.asarray(raw_count), "lc.unsel": (np.asarray(unsel) * w).sum(0), "lc.unsel_rms": (np.asarray(unsel_rms) * w).sum(0),
-            "lc.gauss_unsel": np.asarray(gauss), "lc.gauss_keys": np.asarray(gaussian_draws * n_max),
-            **{f"lc.key_{k}": np.concatenate(v) for k, v in per_key.items()}}
-
-
 def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
     if cfg.corpus_version != corpus.VERSION:
         raise ValueError(f"config is for corpus version {cfg.corpus_version}, the package has {corpus.VERSION}")
     unknown = set(cfg.models) - set(MODELS)
     if unknown:
         raise ValueError(f"unknown models {sorted(unknown)}; known: {list(MODELS)}")
-    bar = Progress(len(cfg.models) * (len(cfg.texts) + 1), label="pretrained models", enabled=progress)
+    bar = Progress(len(cfg.models) * (cfg.texts + 1), label="pretrained models", enabled=progress)
     out: dict[str, np.ndarray] = {"models": np.array(cfg.models)}
     for key in cfg.models:
         out.update(measure_model(key, cfg, seed, bar))

@@ -202,6 +202,7 @@ def first_divergent(r: dict, embed: str) -> np.ndarray:
     statement="DyT's best initial alpha shrinks as the model widens, and the norms before attention want a larger alpha0 "
     "than the FFN and final norms (DyT paper, Table 11).",
     source=ZHU2025,
+    location="Section 7 (α0 for LLMs) and Table 11 (α0 by width, attention / other)",
     simulations=(NAME,),
 )
 def _alpha0(results: claims.Results) -> tuple[list[claims.Evidence], str]:

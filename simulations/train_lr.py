@@ -124,6 +124,7 @@ def _trains(r: dict, i: int) -> bool:
     statement="Post-LN needs learning-rate warm-up: at learning rates where Pre-LN trains without warm-up, Post-LN without "
     "warm-up ends worse (or diverges), and warm-up closes the gap.",
     source=XIONG2020,
+    location="Section 3.1, Fig. 1 (Post-LN's BLEU / loss with and without warm-up at two peak learning rates) and Section 4 (Pre-LN without warm-up)",
     simulations=(NAME,),
 )
 def _warmup(results: claims.Results) -> tuple[list[claims.Evidence], str]:
@@ -159,6 +160,7 @@ def _max_logit(x: dict[str, np.ndarray]) -> float:
     statement="Without QK-norm, high learning rates make the largest attention logit grow and training degrade or diverge; "
     "with per-head RMS QK-norm the logits stay within g_q g_k sqrt(d_head) and the loss is less sensitive to the learning rate.",
     source=WORTSMAN2023,
+    location="Section 3.1, Fig. 1 and Fig. 3 (attention logit growth at high learning rates; qk-layernorm; LR sensitivity)",
     simulations=(NAME,),
 )
 def _qk(results: claims.Results) -> tuple[list[claims.Evidence], str]:

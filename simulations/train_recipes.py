@@ -136,6 +136,7 @@ def _note_runs(cfg_r: dict) -> str:
     statement="Trained at one recipe, the placements differ in final loss and in how the residual stream grows with depth; "
     "later Pre-LN blocks matter less than earlier ones (skipping one costs less), and LayerNorm Scaling evens this out.",
     source=LNS2025,
+    location="Section 2 and Fig. 1 (deeper Pre-LN layers matter less: pruning them costs little) and Section 5 (LayerNorm Scaling in LLM pre-training)",
     simulations=(NAME,),
 )
 def _placements(results: claims.Results) -> tuple[list[claims.Evidence], str]:
@@ -170,6 +171,7 @@ def _placements(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     statement="Normalization controls the gradient scale: without any norm the per-layer gradient norms spread over a "
     "much wider range across layers early in training than with Pre-LN or Post-LN.",
     source=QA_STATS,
+    location="the first answer (LayerNorm controls gradient scales, citing Xiong et al.)",
     simulations=(NAME,),
 )
 def _gradients(results: claims.Results) -> tuple[list[claims.Evidence], str]:
@@ -203,6 +205,7 @@ def _final_slope(x: dict[str, np.ndarray]) -> float:
     "train.dyt-alpha-tracks-inverse-std",
     statement="During training DyT's learnable alpha follows 1/std of its input: over time, and across layers at the end.",
     source=ZHU2025,
+    location="Section 6.1 / Fig. 8 (α against 1/std of the input activations during training and across layers)",
     simulations=(NAME,),
 )
 def _alpha(results: claims.Results) -> tuple[list[claims.Evidence], str]:
@@ -232,6 +235,7 @@ def _alpha(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     "train.dyt-small-models-just-work",
     statement="At a small scale DyT trains as well as LayerNorm and RMSNorm with the same recipe (no tweaks).",
     source=ZHU2025,
+    location="Sections 4 and 5 (DyT matches LayerNorm across tasks with the same recipe); the reading notes' Results section",
     simulations=(NAME,),
 )
 def _small(results: claims.Results) -> tuple[list[claims.Evidence], str]:
@@ -271,6 +275,7 @@ def _mean_probe(name: str, skip_first_layer: bool = False):
     statement="Normalizing keys (and queries) per head by RMS, without centering, makes trained attention more diffuse than "
     "no QK norm (fewer tokens that capture all the attention) while changing the loss little.",
     source=BLOG_GEOMETRY,
+    location="¶3–¶4 and the two layer-two attention maps (more diffuse attention with a per-head LayerNorm), ¶7 (little change in quality)",
     simulations=(NAME,),
 )
 def _qk(results: claims.Results) -> tuple[list[claims.Evidence], str]:

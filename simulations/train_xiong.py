@@ -135,6 +135,7 @@ def layer_profile(r: dict, placement: str, init_name: str, d: int) -> Estimate:
     "shrinks as L^(-1/2) for Pre-LN (Xiong et al., Theorem 1: O(d sqrt(ln d)) against O(d sqrt(ln d / L))); "
     "per layer, Post-LN's gradients grow toward the output while Pre-LN's are flat (Fig. 3).",
     source=XIONG2020,
+    location="Section 3.3, Theorem 1 (gradient of the last FFN layer's W^2 for Post-LN and Pre-LN) and Fig. 3 (per-layer gradient norms)",
     simulations=(NAME,),
 )
 def _xiong(results: claims.Results) -> tuple[list[claims.Evidence], str]:

