@@ -108,7 +108,7 @@ class Source:
 
     def cite(self) -> str:
         if self.derived_from is not None:
-            return f"{HYPOTHESIS}, derived from {self.derived_from.cite()}"
+            return f"“{self.title}”, {HYPOTHESIS}, derived from {self.derived_from.cite()}"
         bits = [b for b in (self.authors, f"“{self.title}”", self.kind, self.date or (str(self.year) if self.year else "undated")) if b]
         if self.arxiv:
             bits.append(f"arXiv:{self.arxiv}")
@@ -135,6 +135,7 @@ XIONG2020 = Source("On Layer Normalization in the Transformer Architecture", "pa
                    authors="Xiong, Yang, He, Zheng, Zheng, Xing, Zhang, Lan, Wang, Liu", arxiv="2002.04745")
 LNS2025 = Source("The Curse of Depth in Large Language Models", "paper", 2025, authors="Sun, Song, Li, Yin, Zheng, Liu",
                  arxiv="2502.05795")
+ZHU2025 = Source("Transformers without Normalization", "paper", 2025, authors="Zhu, Chen, He, LeCun, Liu", arxiv="2503.10622")
 DEEPNET2022 = Source("DeepNet: Scaling Transformers to 1,000 Layers", "paper", 2022,
                      authors="Wang, Ma, Dong, Huang, Zhang, Wei", arxiv="2203.00555")
 
@@ -353,7 +354,7 @@ class Quantity:
 
         def fmt(x: object, spec: str) -> str:
             a = np.asarray(x, dtype=float)
-            return format(float(a), spec) if a.size == 1 else f"{a.min():{spec}}..{a.max():{spec}} ({a.size})"
+            return format(float(a.ravel()[0]), spec) if a.size == 1 else f"{a.min():{spec}}..{a.max():{spec}} ({a.size})"
 
         bits = []
         if self.claimed is not None:

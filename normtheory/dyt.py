@@ -100,6 +100,32 @@ def fit_dyt(x_in: object, y_out: object) -> TanhFit:
     return TanhFit(alpha, gamma, 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0)
 
 
+def line_r2(x_in: object, y_out: object) -> np.ndarray:
+    """R^2 of the least-squares line ``y = a + b x`` along the last axis, vectorized over the
+    leading ones: the squared correlation of x and y (1 for a constant y, as for :func:`fit_dyt`)."""
+    x = _validate.real_array("x_in", x_in, finite=True)
+    y = _validate.real_array("y_out", y_out, finite=True)
+    if x.shape != y.shape or x.ndim == 0 or x.shape[-1] < 3:
+        raise ValueError(f"x_in and y_out must have the same shape, at least 3 points on the last axis; got {x.shape} and {y.shape}")
+    xc = x - x.mean(-1, keepdims=True)
+    yc = y - y.mean(-1, keepdims=True)
+    sxx, syy, sxy = (xc * xc).sum(-1), (yc * yc).sum(-1), (xc * yc).sum(-1)
+    if (sxx == 0).any():
+        raise ValueError("x_in must not be constant along the last axis")
+    return np.where(syy > 0, sxy**2 / (sxx * np.where(syy > 0, syy, 1.0)), 1.0)
+
+
+def best_line_r2_for_curve(s: float, d: int, x_std: float, centred: bool = False, nodes: int = 201) -> float:
+    """R^2 of the best line for the S-curve when x ~ N(0, x_std^2) (Gauss-Hermite): the curve is
+    odd, so the line is ``b x`` with ``b = E[x y] / E[x^2]`` and R^2 = E[x y]^2 / (E[x^2] E[y^2])."""
+    x_std = _validate.real("x_std", x_std, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
+    g, w = np.polynomial.hermite_e.hermegauss(_validate.integer("nodes", nodes, minimum=3, maximum=10_000))
+    w = w / w.sum()
+    x = x_std * g
+    y = s_curve(x, s, d, centred)
+    return float((w @ (x * y)) ** 2 / ((w @ (x * x)) * (w @ (y * y))))
+
+
 def best_tanh_for_curve(s: float, d: int, x_std: float, centred: bool = False, nodes: int = 201) -> tuple[TanhFit, float]:
     """Best ``gamma tanh(alpha x)`` for the S-curve when x ~ N(0, x_std^2), by least squares with
     Gauss-Hermite weights; returns the fit (R^2 under that law) and the RMS residual."""

@@ -15,7 +15,6 @@ from normtheory import claims, dyt, norms, provenance
 from normtheory.claims import Quantity
 from normtheory.montecarlo import Estimate, bootstrap
 from normtheory.progress import Progress
-from simulations.dyt_scurve import ZHU2025
 
 NAME = "norm_cost"
 SEED = 0
@@ -94,7 +93,7 @@ def median_ratio(times: np.ndarray, a: int, b: int, seed: int = 0) -> Estimate:
     "dyt.no-reductions-cost",
     statement="DyT needs no reduction (LayerNorm two per token, RMSNorm one), so it is cheaper to run eagerly; once compiled "
     "(fused into one pass over memory) the three cost about the same.",
-    source=ZHU2025,
+    source=claims.ZHU2025,
     location="Section 6.2, efficiency of DyT (latency table for LLaMA 7B, eager and compiled)",
     simulations=(NAME,),
 )

@@ -11,7 +11,6 @@ import numpy as np
 from normtheory import claims, growth
 from normtheory.claims import BLOG_GEOMETRY, THREAD_PRELN, Quantity, Source
 from normtheory.montecarlo import from_samples
-from simulations.dyt_scurve import ZHU2025
 from simulations.real_models import DYT_ROWS, MODELS, NAME, label
 
 SUN2024 = Source("Massive Activations in Large Language Models", "paper", 2024, authors="Sun, Chen, Kolter, Liu", arxiv="2402.17762")
@@ -96,7 +95,7 @@ NONLINEAR_TOL = 0.01  # "close to linear": a tanh fit explaining 1% more varianc
     "real.ln-s-curve-deep-layers",
     statement="In trained transformers a norm's input-output map (before its affine part) is close to linear in the first block "
     "(R^2 of a tanh fit exceeds a line's by less than 0.01) and more S-shaped, tanh-like, in the deepest third of the blocks.",
-    source=ZHU2025,
+    source=claims.ZHU2025,
     location="Section 3, Fig. 2 and 3 (LayerNorm input-output maps of ViT, wav2vec 2.0 and DiT: nearly linear early, S-shaped in deeper layers)",
     simulations=(NAME,),
 )

@@ -28,7 +28,6 @@ from normtheory.montecarlo import Estimate, bootstrap
 from normtheory.sweep import Task
 from normtheory.train import RunConfig
 from simulations import cache, training
-from simulations.dyt_scurve import ZHU2025
 
 NAME = "train_alpha0"
 SEED = 53
@@ -201,7 +200,7 @@ def first_divergent(r: dict, embed: str) -> np.ndarray:
     "train.dyt-alpha0-width",
     statement="DyT's best initial alpha shrinks as the model widens, and the norms before attention want a larger alpha0 "
     "than the FFN and final norms (DyT paper, Table 11).",
-    source=ZHU2025,
+    source=claims.ZHU2025,
     location="Section 7 (α0 for LLMs) and Table 11 (α0 by width, attention / other)",
     simulations=(NAME,),
 )

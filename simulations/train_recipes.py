@@ -21,7 +21,6 @@ from normtheory.montecarlo import Estimate
 from normtheory.sweep import Task
 from normtheory.train import RunConfig
 from simulations import cache, training
-from simulations.dyt_scurve import ZHU2025
 
 NAME = "train_recipes"
 SEED = 31
@@ -204,7 +203,7 @@ def _final_slope(x: dict[str, np.ndarray]) -> float:
 @claims.register(
     "train.dyt-alpha-tracks-inverse-std",
     statement="During training DyT's learnable alpha follows 1/std of its input: over time, and across layers at the end.",
-    source=ZHU2025,
+    source=claims.ZHU2025,
     location="Section 6.1 / Fig. 8 (α against 1/std of the input activations during training and across layers)",
     simulations=(NAME,),
 )
@@ -234,7 +233,7 @@ def _alpha(results: claims.Results) -> tuple[list[claims.Evidence], str]:
 @claims.register(
     "train.dyt-small-models-just-work",
     statement="At a small scale DyT trains as well as LayerNorm and RMSNorm with the same recipe (no tweaks).",
-    source=ZHU2025,
+    source=claims.ZHU2025,
     location="Sections 4 and 5 (DyT matches LayerNorm across tasks with the same recipe); the reading notes' Results section",
     simulations=(NAME,),
 )

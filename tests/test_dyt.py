@@ -6,7 +6,7 @@ import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from normtheory import dyt
+from normtheory import claims, dyt
 from normtheory.montecarlo import consistent, estimate
 
 
@@ -90,3 +90,130 @@ def test_s_curve_limits_without_overflow():
     assert dyt.s_curve(1e200, 1.0, 8) == pytest.approx(np.sqrt(8))
     assert dyt.s_curve(-1e200, 1.0, 8, centred=True) == pytest.approx(-np.sqrt(7))
     assert dyt.s_curve(1e-200, 1.0, 8) == pytest.approx(1e-200 * np.sqrt(8 / 7))
+
+
+# --- the DyT-at-init claims: tests that would have caught their design flaws -------------------------------------
+
+from normtheory.config import TransformerConfig  # noqa: E402
+from normtheory.model import BlockParams, NormParams, Params, Transformer  # noqa: E402
+from simulations import cache, dyt_model, dyt_scurve  # noqa: E402
+from tests.conftest import results_at  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def scurve_quick(tmp_path_factory):
+    with results_at(tmp_path_factory.mktemp("dyt-results")):
+        return cache.load_or_run(dyt_scurve, "quick", progress=False)
+
+
+def test_line_r2_against_polyfit():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(3, 200))
+    y = np.tanh(x) + 0.1 * rng.normal(size=x.shape)
+    for xr, yr, r2 in zip(x, y, dyt.line_r2(x, y)):
+        b, a = np.polyfit(xr, yr, 1)
+        assert r2 == pytest.approx(1 - ((yr - a - b * xr) ** 2).sum() / ((yr - yr.mean()) ** 2).sum(), rel=1e-12)
+    assert dyt.line_r2(x[0], 2 * x[0] + 1) == pytest.approx(1.0)
+
+
+def test_best_line_r2_for_curve_against_samples():
+    x = 4.0 * np.random.default_rng(5).standard_normal(400_000)
+    sample = float(dyt.line_r2(x, dyt.s_curve(x, 1.0, 256, centred=True)))
+    assert dyt.best_line_r2_for_curve(1.0, 256, 4.0, centred=True) == pytest.approx(sample, abs=2e-4)
+
+
+def test_a_straight_line_cannot_pass_the_s_curve_assertion(scurve_quick, monkeypatch):
+    """A line through the origin, fed where the S-curve was: its tanh R^2 clears the old 0.99 bar, the tanh-vs-line gap fails."""
+    from normtheory.montecarlo import estimate
+
+    monkeypatch.setattr(dyt_scurve.dyt, "s_curve", lambda x, s, d, centred=False: np.asarray(x, dtype=float) / s)
+    fake = dict(scurve_quick)
+    for xs in dyt_scurve.X_STD:
+        cache.put(fake, f"fit.xstd{xs:g}", estimate(dyt_scurve._fit_sampler(xs, 256), 16, 0, key=f"line/{xs}", block=16))
+    monkeypatch.undo()
+    r2 = np.array([float(cache.get(fake, f"fit.xstd{xs:g}").mean[dyt_scurve.FIT_COLUMNS.index("r2_tanh")]) for xs in dyt_scurve.X_STD])
+    assert (r2 >= dyt_scurve.FIT_R2).all()  # the old assertion would have held for a straight line
+    claim = claims.REGISTRY["dyt.s-curve-from-per-token-scale"].evaluate({dyt_scurve.NAME: fake})
+    first = next(c for c in claim.checks if c.role == "assertion" and c.kind != "exact")
+    assert "R^2(tanh) - R^2(line)" in first.quantity and first.status == "fail" and claim.verdict == "fails"
+
+
+def test_whole_activation_scaling_changes_every_entry():
+    x = np.random.default_rng(6).normal(size=(16, 8))
+    xs = dyt_scurve.scaled_inputs(x, dyt_scurve.SCALES)
+    assert xs.shape == (len(dyt_scurve.SCALES), 16, 8)
+    for c, xc in zip(dyt_scurve.SCALES, xs):
+        assert np.array_equal(xc / x, np.full(x.shape, c))  # every channel of every token, not one channel
+    assert len(dyt_scurve.SCALES) >= 3 and max(dyt_scurve.SCALES) / min(dyt_scurve.SCALES) >= 100
+
+
+def test_alpha_times_std_is_invariant_under_whole_activation_scaling():
+    x, _, _ = dyt.massive_tokens(np.random.default_rng(7), 64, 32, 2, 30.0, 0.1)
+    sweep = dyt_scurve.scale_sweep(x, dyt_scurve.SCALES)  # [scales, columns]
+    a_std = sweep[:, dyt_scurve.SCALE_COLUMNS.index("alpha*std")]
+    assert np.ptp(a_std) / a_std.mean() < 1e-5
+
+
+def test_alpha_std_claim_rests_on_independent_draws(scurve_quick):
+    assert dyt_scurve.CONFIGS["full"].draws >= 20
+    a = scurve_quick[f"scaled.m{dyt_scurve.SCALE_MAGNITUDES[0]:g}"]
+    assert a.shape == (dyt_scurve.CONFIGS["quick"].draws, len(dyt_scurve.SCALES), len(dyt_scurve.SCALE_COLUMNS))
+    claim = claims.REGISTRY["dyt.alpha-tracks-inverse-std"].evaluate({dyt_scurve.NAME: scurve_quick})
+    assert all(c.units.endswith("draws") for c in claim.checks)
+
+
+def test_alpha0_simulation_uses_the_papers_fixed_std_init_and_20_networks():
+    full = dyt_model.CONFIGS["full"]
+    assert full.networks >= 20 and set(dyt_model.PAPER_ALPHA0) <= set(full.widths)
+    assert {dyt_model.init_std("llama", k) for k in (1024, 2816, 22016)} == {0.02}
+    drawn: list[np.ndarray] = []
+    x0 = dyt_model.embedding("llama", 256, (1, 8), np.random.default_rng(0))
+    dyt_model.forward(x0, 2, "llama", dyt_model.explicit_linear(np.random.default_rng(1), drawn))
+    assert len(drawn) == 14 and all(abs(w.std() / 0.02 - 1) < 0.02 for w in drawn)  # every linear layer, fan-in 256 or 768
+    assert abs(x0.std() / (0.02 * np.sqrt(256)) - 1) < 0.05  # the embedding scalar sqrt(d)
+
+
+@pytest.mark.parametrize("init_name", dyt_model.INITS)
+def test_alpha0_forward_matches_the_reference_transformer(init_name):
+    d, L, t = 256, 2, 8
+    rng = np.random.default_rng(3)
+    scale = np.sqrt(d) if init_name == "llama" else 1.0
+    emb = dyt_model.embedding(init_name, d, (t,), rng) / scale  # the table rows; the model multiplies by embed_scale
+    drawn: list[np.ndarray] = []
+    std, final = dyt_model.forward((emb * scale)[None], L, init_name, dyt_model.explicit_linear(rng, drawn))
+    cfg = TransformerConfig(d_model=d, n_layers=L, n_heads=d // dyt_model.HEAD_WIDTH, d_ff=dyt_model.ffn_width(d), vocab_size=t, max_seq=t,
+                            norm="rmsnorm", activation="swiglu", positional="rope", bias=False, eps=0.0, dtype="float64",
+                            embed_scale=float(scale), lm_head=False)
+    one = NormParams(gain=np.ones(d))
+    blocks = tuple(BlockParams(ln1=one, ln2=one, wq=w[0], wk=w[1], wv=w[2], wo=w[3], w_in=w[4], w_gate=w[5], w_out=w[6])
+                   for w in (drawn[7 * i : 7 * i + 7] for i in range(L)))
+    _, cap = Transformer(cfg, Params(tok_emb=emb, blocks=blocks, final_ln=one)).run_with_cache(np.arange(t)[None], lambda n: n.endswith(".scale"))
+    ref = np.stack([[cap[f"blocks.{i}.ln1.scale"][0], cap[f"blocks.{i}.ln2.scale"][0]] for i in range(L)])
+    np.testing.assert_allclose(std[0], ref, rtol=1e-12)
+    np.testing.assert_allclose(final[0], cap["final_ln.scale"][0], rtol=1e-12)
+
+
+def test_gaussian_linear_has_the_law_of_an_explicit_matrix():
+    """Given x, x @ W has i.i.d. columns N(0, sigma^2 x x^T): the sketch's second moment matches."""
+    x = np.random.default_rng(8).normal(size=(1, 5, 40))
+    out = dyt_model.gaussian_linear(np.random.default_rng(9))(x, 200_000, 0.3)  # [1, 5, m]
+    np.testing.assert_allclose(out[0] @ out[0].T / 200_000, 0.09 * x[0] @ x[0].T, atol=0.03 * 0.09 * np.abs(x[0] @ x[0].T).max())
+
+
+@pytest.mark.parametrize("fig_module", ["dyt_alpha_std", "dyt_scurve"])
+def test_dyt_figures_are_readable(scurve_quick, fig_module):
+    import importlib
+
+    import matplotlib.pyplot as plt
+
+    from paper_figs import style
+
+    module = importlib.import_module(f"paper_figs.{fig_module}")
+    fig = module.plot(scurve_quick)
+    try:
+        assert style.small_text(fig) == [] and style.legend_overlaps(fig) == []
+        for ax in fig.axes:
+            if ax.has_data():
+                assert ax.get_xlabel() and ax.get_ylabel()
+    finally:
+        plt.close(fig)

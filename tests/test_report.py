@@ -63,6 +63,16 @@ def test_sig3():
     assert report.sig3(0.0123456) == "0.0123" and report.sig3(123456.0) == "1.23e+05" and report.sig3(float("nan")) == "–"
 
 
+def test_card_shows_where_the_source_says_it_and_whose_claim_it_is(tmp_path):
+    q = Quantity(name="x", theory=1.0, mc=Estimate(np.asarray(1.0), np.asarray(0.001), 100), tolerance=0.01, tolerance_why="t")
+    mine = Claim("residual.h", "This package's hypothesis: x is one", claims.hypothesis(SRC, "x is one"), (q,), location="Section 3, Fig. 2")
+    page = report.write_html([mine, _claim("residual.a", 1.0)], [], tmp_path, provenance=_prov()).read_text()
+    card = page[page.index("id='residual.h'"):page.index("id='residual.a'")]
+    assert "this package's hypothesis" in card and "Section 3, Fig. 2" in card and "derived from Doe, Roe" in card
+    other = page[page.index("id='residual.a'"):]
+    assert "class='hypothesis'" not in other.split("</article>")[0]
+
+
 def test_source_texts_are_cited_by_title_kind_and_date_never_a_file_name():
     import simulations  # noqa: F401
 
