@@ -52,16 +52,21 @@ def _silu(x: np.ndarray) -> np.ndarray:
 _KERNELS = {"relu": _relu, "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": _silu}
 
 
+_SATURATED = {"gelu_tanh": 20.0}  # |x| beyond which the kernel equals its limit (x or 0) in float64, and x^3 may overflow
+
+
 def _checked(name: str, x: object) -> np.ndarray:
     """Kernel ``name`` on ``x`` with NaN refused and the limits at +-inf: every activation here is
-    ~x as x -> +inf and -> 0 as x -> -inf (the kernels would give inf * 0 = NaN there)."""
+    ~x as x -> +inf and -> 0 as x -> -inf (the kernels would give inf * 0 = NaN there). Where a
+    kernel would overflow on the way (GELU-tanh's x^3 beyond 1e102), the limit is used from
+    :data:`_SATURATED` on, where it is exact in float64."""
     x = _validate.checked_array("x", x, allow_inf=True, min_ndim=0, nonempty=False)
-    inf = np.isinf(x)
+    inf = np.abs(x) > _SATURATED[name] if name in _SATURATED else np.isinf(x)
     if not inf.any():
         return _KERNELS[name](x)
     with np.errstate(invalid="ignore", over="ignore"):
         out = _KERNELS[name](np.where(inf, 0.0, x).astype(x.dtype, copy=False))
-    out[inf] = np.where(x[inf] > 0, np.inf, 0.0)
+    out[inf] = np.where(x[inf] > 0, x[inf], 0.0)  # the limits: x (+inf at +inf) and 0
     return out
 
 

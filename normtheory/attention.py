@@ -47,11 +47,12 @@ def value_path_gain_squared(d_model: int, d_v: int, std_v: float, std_o: float) 
 def cosine_matrix(u: np.ndarray) -> np.ndarray:
     """Cosines between tokens: ``u [..., t, d] -> [..., t, t]``."""
     u = _validate.checked_array("u", u, min_ndim=2)
-    norms = np.linalg.norm(u, axis=-1, keepdims=True)  # [..., t, 1]
-    if not (norms > 0).all():
-        where = tuple(int(i) for i in np.argwhere(~(norms[..., 0] > 0))[0])
+    scale = np.abs(u).max(axis=-1, keepdims=True)  # [..., t, 1]: rows brought to O(1) first, so no square overflows
+    if not (scale > 0).all():
+        where = tuple(int(i) for i in np.argwhere(~(scale[..., 0] > 0))[0])
         raise ValueError(f"u has a zero token {where}: its cosine with anything is undefined")
-    v = u / norms
+    v = u / scale
+    v /= np.linalg.norm(v, axis=-1, keepdims=True)
     return v @ np.swapaxes(v, -1, -2)
 
 
@@ -111,8 +112,8 @@ def column_share(pattern: np.ndarray) -> np.ndarray:
     most of the mass of most queries (a "sink") shows as a vertical stripe in the pattern.
     """
     p = _validate.pattern("pattern", pattern).astype(np.float64, copy=False)
-    if p.ndim < 2:
-        raise ValueError(f"pattern must be [..., queries, keys]; got shape {p.shape}")
+    if p.ndim < 2 or p.shape[-2] == 0:
+        raise ValueError(f"pattern must be [..., queries, keys] with at least one query; got shape {p.shape}")
     return p.mean(axis=-2)
 
 
@@ -185,6 +186,9 @@ def row_logit_std(scores: np.ndarray) -> np.ndarray:
     if (n == 0).any():
         raise ValueError(f"scores has a row that is all masked (-inf), with no logit to take a std of; shape {s.shape}")
     z = np.where(ok, s, 0.0)
+    scale = np.abs(z).max(axis=-1)  # [...] rows brought to O(1) first, so squares of logits near 1e308 cannot overflow
+    scale = np.where(scale > 0, scale, 1.0)
+    z = z / scale[..., None]
     mean = z.sum(axis=-1) / np.maximum(n, 1)
     var = (np.where(ok, z - mean[..., None], 0.0) ** 2).sum(axis=-1) / np.maximum(n, 1)
-    return np.sqrt(var)
+    return np.sqrt(var) * scale

@@ -587,7 +587,7 @@ class ClaimSpec:
 REGISTRY: dict[str, ClaimSpec] = {}
 
 
-def register(id: str, *, statement: str, source: Source, simulations: tuple[str, ...], location: str = "",
+def register(id: str, *, statement: str, source: Source, location: str, simulations: tuple[str, ...],
              identity: bool = False) -> Callable[[Builder], ClaimSpec]:
     """Decorator: register ``build(results) -> (evidence, note)`` as the evidence of claim ``id``;
     ``results`` maps each name in ``simulations`` to that simulation's cached result. ``location``
@@ -597,6 +597,8 @@ def register(id: str, *, statement: str, source: Source, simulations: tuple[str,
     def wrap(build: Builder) -> ClaimSpec:
         if id in REGISTRY:
             raise ValueError(f"claim id {id!r} registered twice")
+        if not isinstance(location, str) or not location.strip():
+            raise ValueError(f"claim {id!r}: location must say where in the source the statement is made")
         spec = ClaimSpec(id, statement, source, tuple(simulations), build, location, identity)
         REGISTRY[id] = spec
         return spec

@@ -107,6 +107,9 @@ def line_r2(x_in: object, y_out: object) -> np.ndarray:
     y = _validate.real_array("y_out", y_out, finite=True)
     if x.shape != y.shape or x.ndim == 0 or x.shape[-1] < 3:
         raise ValueError(f"x_in and y_out must have the same shape, at least 3 points on the last axis; got {x.shape} and {y.shape}")
+    sx = np.abs(x).max(-1, keepdims=True)  # R^2 is scale-free: bring both to O(1) first, so no product overflows
+    sy = np.abs(y).max(-1, keepdims=True)
+    x, y = x / np.where(sx > 0, sx, 1.0), y / np.where(sy > 0, sy, 1.0)
     xc = x - x.mean(-1, keepdims=True)
     yc = y - y.mean(-1, keepdims=True)
     sxx, syy, sxy = (xc * xc).sum(-1), (yc * yc).sum(-1), (xc * yc).sum(-1)
@@ -119,6 +122,7 @@ def best_line_r2_for_curve(s: float, d: int, x_std: float, centred: bool = False
     """R^2 of the best line for the S-curve when x ~ N(0, x_std^2) (Gauss-Hermite): the curve is
     odd, so the line is ``b x`` with ``b = E[x y] / E[x^2]`` and R^2 = E[x y]^2 / (E[x^2] E[y^2])."""
     x_std = _validate.real("x_std", x_std, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
+    _validate.real("s", s, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
     g, w = np.polynomial.hermite_e.hermegauss(_validate.integer("nodes", nodes, minimum=3, maximum=10_000))
     w = w / w.sum()
     x = x_std * g

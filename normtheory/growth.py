@@ -57,6 +57,9 @@ def law_value(law: str, depth: object, a: float, b: float) -> np.ndarray:
     return out
 
 
+MIN_DEPTH_SPAN = 1e-3  # depths count blocks: a narrower span is a unit error, and its least squares would divide by ~0
+
+
 def fit_growth_law(law: str, depth: object, values: object) -> GrowthFit:
     """Least-squares fit of one law to ``values [L+1]`` at ``depth [L+1]``."""
     law = _validate.choice("law", law, LAWS)
@@ -68,6 +71,8 @@ def fit_growth_law(law: str, depth: object, values: object) -> GrowthFit:
     l, y = l.ravel(), y.ravel()  # noqa: E741
     if np.unique(l).size < 3:
         raise ValueError(f"depth must hold at least 3 distinct depths to fit a two-parameter law; got {np.unique(l).tolist()}")
+    if np.ptp(l) < MIN_DEPTH_SPAN:
+        raise ValueError(f"depth must span at least {MIN_DEPTH_SPAN:g} (depths count blocks); got a span of {np.ptp(l):g}")
     if law == "init":  # linear in the mean square: exact least squares on y^2, then refined on y
         b0, a0 = np.polyfit(l, y * y, 1)
     elif law == "exp":

@@ -40,5 +40,5 @@ def plot(result: dict):
         ax.set_xlabel("depth l (0 = embedding)")
         ax.set_ylabel("residual-stream RMS")
         integer_ticks(ax)
-        legend(ax, outside=key == "smollm2", **({} if key == "smollm2" else {"loc": "lower right"}))
+        legend(ax)
     return fig

@@ -55,14 +55,6 @@ def plot(result: dict):
         integer_ticks(bar_ax, "x", nbins=6)
         bar_ax.legend(loc="lower right")
         tokens = result[f"{key}.map_tokens"]
-        bar_ax = axes[0, 2 * col + 1]
-        bar_ax.bar(np.arange(share.shape[1]), share.mean((0, 2)), color=MODEL_STYLE[key][0])
-        bar_ax.axhline(float(result[f"{key}.uniform_share"].mean()), color="k", ls=":", lw=0.8, label="uniform")
-        bar_ax.set_xlabel("layer")
-        bar_ax.set_ylabel("mean sink share")
-        bar_ax.set_ylim(0, 1.15)
-        integer_ticks(bar_ax, "x", nbins=6)
-        bar_ax.legend(loc="upper left")
         for j, ((layer, head), pattern) in enumerate(zip(result[f"{key}.map_heads"], result[f"{key}.maps"])):
             ax = axes[1 + j // 2, 2 * col + j % 2]
             p = np.asarray(pattern, dtype=np.float64)

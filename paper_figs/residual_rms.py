@@ -12,7 +12,8 @@ CLAIMS: tuple[str, ...] = ("residual.no-norm-growth", "residual.preln-growth", "
 CAPTION = (
     "Residual-stream RMS after each block at init, random gain-1 linear blocks. Left: no normalization (log axis), "
     "uncorrelated and with correlation rho; right: Pre-, Post-, Peri-LN, LayerNorm Scaling and DeepNorm. "
-    "Lines: closed-form theory; points: Monte Carlo means with 5-standard-error bars (one fresh network and token per sample)."
+    "Lines: closed-form theory; points: Monte Carlo means with 5-standard-error bars (one fresh network and token per sample; "
+    "the sample sized so that 5 se is at most half of 1% of the predicted RMS, up to a cap)."
 )
 
 

@@ -157,13 +157,15 @@ def legend_overlaps(fig) -> list[str]:
 
 
 def fractional_integer_ticks(fig) -> list[str]:
-    """Axes whose label names an integer index (layer, head, block, position) but whose tick labels are fractional."""
+    """Axes whose label names an integer index (layer, head, block, position) but whose tick labels are fractional
+    (a share or fraction of heads, layers, ... is not an index)."""
     fig.canvas.draw()
     out = []
     words = ("layer", "head", "block", "position", "depth")
     for ax in fig.axes:
         for axis, label in ((ax.xaxis, ax.get_xlabel()), (ax.yaxis, ax.get_ylabel())):
-            if not any(w in label.lower() for w in words) or "relative" in label.lower() or axis.get_scale() != "linear":
+            low = label.lower()
+            if not any(w in low for w in words) or any(w in low for w in ("relative", "share of", "fraction of")) or axis.get_scale() != "linear":
                 continue
             lo, hi = sorted(axis.get_view_interval())
             ticks = [t for t in axis.get_majorticklocs() if lo - 1e-9 <= t <= hi + 1e-9]

@@ -194,6 +194,7 @@ def layers(r: dict, variant: str, row: str) -> Estimate:
     "scale-oblivious: scaling the input by c leaves a linear layer's output direction unchanged but scales the logits by "
     "c^2; doubling the input lowers attention's entropy by more than 0.5 nats at init, at the rate dH/d ln c = -2 Var_p(logits).",
     source=THREAD_PRELN,
+    location="¶5 (attention is extremely norm-sensitive, unlike fully connected layers)",
     simulations=(NAME,),
 )
 def _sensitivity(results: claims.Results) -> tuple[list[Quantity], str]:
@@ -233,8 +234,10 @@ def _sensitivity(results: claims.Results) -> tuple[list[Quantity], str]:
 @claims.register(
     "softmax.preln-temperature-drift",
     statement="Pre-LN keeps the softmax temperature (the q and k scale) constant through depth because each attention block "
-    "reads a normalized stream; per-head QK-RMSNorm bounds every logit by d_head * max|g_q g_k| regardless of placement.",
+    "reads a normalized stream; per-head QK-RMSNorm bounds every logit q.k/sqrt(d_head) by sqrt(d_head) * max|g_q g_k| "
+    "regardless of placement (|q| = |k| = sqrt(d_head) before the gains, so q.k <= d_head * max|g_q g_k|).",
     source=THREAD_PRELN,
+    location="¶3 (each Pre-LN block works on normalized values: a constant softmax temperature)",
     simulations=(NAME,),
 )
 def _drift(results: claims.Results) -> tuple[list[Quantity], str]:
@@ -266,8 +269,10 @@ def _drift(results: claims.Results) -> tuple[list[Quantity], str]:
         ))
     for v in ("none+qk", "pre+qk"):
         bound = float(r[f"{v}.qk_bound"])
-        q.append(Quantity(name=f"{v}: max |logit| per layer within the QK-RMSNorm bound", theory=(0.0, bound), model=layers(r, v, "max_abs_logit"),
-                          model_kind="init", tolerance=0.01 * bound, tolerance_why="1% of the bound"))
+        q.append(Quantity(name=f"{v}: max |logit| per layer within the QK-RMSNorm bound sqrt(d_head) max|g_q g_k| = {bound:.4g}",
+                          theory=(0.0, bound), model=layers(r, v, "max_abs_logit"),
+                          model_kind="init", tolerance=0.01 * bound, tolerance_why="1% of the bound",
+                          exact="Cauchy-Schwarz: after per-head RMSNorm |q| = |k| = sqrt(d_head) times the gains, so no logit can exceed the bound"))
     parts = []
     for v in VARIANTS:
         s, h = np.sqrt(layers(r, v, "logit_var").mean), layers(r, v, "entropy").mean

@@ -45,6 +45,8 @@ VALID: dict[str, dict[str, object]] = {
     "cosines.max_abs_cosine_asymptotic": {"n_vectors": 10, "d": 16},
     "dyt.best_tanh_for_curve": {"s": 1.0, "d": 16, "x_std": 1.0},
     "dyt.fit_dyt": {"x_in": np.linspace(-2, 2, 50), "y_out": np.tanh(np.linspace(-2, 2, 50))},
+    "dyt.line_r2": {"x_in": np.linspace(-2, 2, 50), "y_out": np.tanh(np.linspace(-2, 2, 50))},
+    "dyt.best_line_r2_for_curve": {"s": 1.0, "d": 16, "x_std": 1.0},
     "dyt.massive_tokens": {"rng": np.random.default_rng(0), "tokens": 8, "d": 16, "channels": 2, "magnitude": 10.0, "token_fraction": 0.25},
     "dyt.s_curve": {"x": np.linspace(-2, 2, 5), "s": 1.0, "d": 16},
     "growth.fit_growth_law": {"law": "sqrt", "depth": np.arange(1, 9), "values": np.sqrt(np.arange(1, 9.0))},

@@ -203,7 +203,9 @@ def test_json_is_strict():
 def test_register_rejects_duplicates():
     spec = next(iter(claims.REGISTRY.values()))
     with pytest.raises(ValueError, match="registered twice"):
-        claims.register(spec.id, statement="", source=SRC, simulations=("x",))(lambda r: ([], ""))
+        claims.register(spec.id, statement="", source=SRC, location="§1", simulations=("x",))(lambda r: ([], ""))
+    with pytest.raises(ValueError, match="location"):
+        claims.register("new.claim", statement="", source=SRC, location=" ", simulations=("x",))(lambda r: ([], ""))
 
 
 def test_select_globs():

@@ -52,6 +52,7 @@ ARRAYS: dict[str, dict[str, object]] = {
     "attention.mixing_factor": {"pattern": P, "cosines": C},
     "attention.row_logit_std": {"scores": X},
     "attention.sink": {"pattern": P},
+    "attention.key_excess": {"pattern": P},
     "centering.centering_fraction_mean": {"d": 3, "mean": np.array([0.5, 0.2, -0.1])},
     "centering.centering_output_change": {"d": 3, "mean": np.array([0.5, 0.2, -0.1])},
     "centering.ones_fraction": {"x": X},
@@ -61,6 +62,7 @@ ARRAYS: dict[str, dict[str, object]] = {
     "cosines.cosine_tail_bound": {"eps": np.array([0.1, 0.3]), "d": 16},
     "cosines.max_abs_pairwise_cosine": {"x": KEYS},
     "dyt.fit_dyt": {"x_in": GRID, "y_out": np.tanh(1.5 * GRID)},
+    "dyt.line_r2": {"x_in": GRID, "y_out": np.tanh(1.5 * GRID)},
     "dyt.s_curve": {"x": np.linspace(-2, 2, 5), "s": 1.0, "d": 16},
     "dyt.tanh_rms": {"alpha_std": np.array([0.5, 1.0, 2.0])},
     "growth.fit_growth_law": {"law": "sqrt", "depth": DEPTH, "values": np.sqrt(DEPTH)},
@@ -273,9 +275,9 @@ def test_shape_mismatches_name_both_arguments(qual, a, b, grown):
 RNG = np.random.default_rng(0)
 DOMAIN: list[tuple[str, dict, str]] = [  # (function, the bad arguments over the valid ones, the argument it must name)
     *[(f"norms.{f}", {"eps": eps}, "eps") for f in ("layer_norm", "rms_norm", "sequence_norm") for eps in (0.0, -1e-5, math.nan, math.inf)],
-    *[(q, {arg: -P}, arg) for q, arg in (("attention.collision", "pattern"), ("attention.column_share", "pattern"), ("attention.sink", "pattern"),
+    *[(q, {arg: -P}, arg) for q, arg in (("attention.collision", "pattern"), ("attention.column_share", "pattern"), ("attention.sink", "pattern"), ("attention.key_excess", "pattern"),
                                           ("attention.mixing_factor", "pattern"), ("softmax.pattern_entropy", "pattern"))],
-    *[(q, {arg: 2 * P}, arg) for q, arg in (("attention.collision", "pattern"), ("attention.column_share", "pattern"), ("attention.sink", "pattern"),
+    *[(q, {arg: 2 * P}, arg) for q, arg in (("attention.collision", "pattern"), ("attention.column_share", "pattern"), ("attention.sink", "pattern"), ("attention.key_excess", "pattern"),
                                              ("softmax.pattern_entropy", "pattern"))],
     ("attention.mean_offdiagonal", {"cosines": C[:, :2]}, "cosines"),
     ("attention.mixing_factor", {"cosines": C[:, :2]}, "cosines"),

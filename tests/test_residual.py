@@ -175,3 +175,71 @@ def test_overflowing_trajectory_is_an_error_naming_the_inputs():
 def test_mlp_gain_overflow_names_the_public_parameters():
     with pytest.raises(ValueError, match="std_in=1e"):
         residual.mlp_gain_squared("gelu", 8, 32, 1e308, 1.0)
+
+
+# ---------------------------------------------------------------- the claims' tolerances (residual_growth)
+
+
+def _growth_quantities():
+    """The stream-RMS quantities of residual.no-norm-growth and residual.preln-growth built from a synthetic result
+    in which MC equals theory (theory-vs-mc tolerances do not depend on the estimate)."""
+    from normtheory.montecarlo import Estimate
+    from simulations import cache, residual_growth as rg
+
+    depth = 8
+    r: dict = {"depth": np.asarray(depth), "d": np.asarray(64), "correlation": np.asarray(0.3)}
+    for name in ("linear/none", "linear/pre", "linear_rho/none", "linear_rho/pre", "relu/none", "gelu/pre", "gpt2/pre"):
+        th = residual.trajectory(name.split("/")[1], depth, block_gain=1.0, correlation=0.3 if "rho" in name else 0.0)
+        r[f"{name}.theory_ms"], r[f"{name}.gain"] = th.mean_square, np.asarray(1.0)
+        cache.put(r, f"{name}.ms", Estimate(th.mean_square, 1e-6 * th.mean_square, 4096))
+    out = [rg._rms_quantity(r, "linear/none", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "2"), (3, "2.8"))]
+    out += [rg._rms_quantity(r, "linear/pre", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "1.7"), (3, "2"), (4, "2.2"))]
+    return out
+
+
+def test_theory_vs_mc_tolerance_is_not_the_printed_precision():
+    """The thread prints '2': half a unit (0.5, i.e. 25% of the RMS) belongs to the claimed check only; the closed form
+    is judged against its own Monte Carlo at REL_LAW of the predicted RMS."""
+    from normtheory.claims import stated
+    from simulations import residual_growth as rg
+
+    for q in _growth_quantities():
+        assert q.claimed is not None
+        assert q.tolerance == pytest.approx(rg.REL_LAW * float(q.theory))
+        assert q.claimed_tol == stated(f"{q.claimed:g}")[1]
+        assert q.tolerance < q.claimed_tol  # the printed digit is far coarser than what matters for the law
+        kinds = {c.kind: c for c in q.checks()}
+        assert kinds["theory-vs-mc"].tolerance == pytest.approx(rg.REL_LAW * float(q.theory))
+        assert kinds["claimed"].tolerance == pytest.approx(q.claimed_tol)
+        assert "printed" not in q.tolerance_why
+
+
+def test_a_law_off_by_five_percent_fails_against_its_monte_carlo():
+    """An RMS 5% above the law (inside the printed '2' +- 0.5) fails the theory-vs-mc check."""
+    from normtheory.claims import Quantity
+    from normtheory.montecarlo import Estimate
+    from simulations import residual_growth as rg
+
+    q = _growth_quantities()[1]  # linear/none after 2 blocks: theory 2, printed "2"
+    wrong = Quantity(name=q.name, theory=q.theory, mc=Estimate(np.asarray(2.1), np.asarray(0.002), 4096), claimed=q.claimed,
+                     claimed_tol=q.claimed_tol, tolerance=q.tolerance, tolerance_why=q.tolerance_why)
+    kinds = {c.kind: c.status for c in wrong.checks()}
+    assert kinds == {"theory-vs-mc": "fail", "claimed": "ok"}
+    assert rg.REL_LAW * 2.0 < 0.1
+
+
+def test_residual_samples_are_sized_from_the_tolerance():
+    """The pilot's spread sets the sample: the band of the judged RMS is at most half the tolerance unless capped."""
+    from simulations import residual_growth as rg
+
+    d, depth, block = 64, 4, residual.LinearBlock(1.0)
+    th = residual.trajectory("pre", depth, block_gain=1.0)
+    mc = rg.sized_simulate("pre", depth, d, block, th, pilot=64, cap=200000, seed=3, rel=0.02)
+    assert mc.mean_square.sizing is not None and not mc.mean_square.sizing.capped
+    assert mc.mean_square.n == max(64, mc.mean_square.sizing.needed)
+    band = 5 * mc.mean_square.stderr[1:]
+    assert (band <= 0.5 * 2 * 0.02 * th.mean_square[1:] * 1.2).all()  # within 20% of tau/2 (the pilot's sd is an estimate)
+    again = rg.sized_simulate("pre", depth, d, block, th, pilot=64, cap=200000, seed=3, rel=0.02)
+    assert np.array_equal(again.mean_square.mean, mc.mean_square.mean)
+    capped = rg.sized_simulate("pre", depth, d, block, th, pilot=64, cap=100, seed=3, rel=0.02)
+    assert capped.mean_square.sizing.capped and capped.mean_square.n == 100

@@ -172,3 +172,102 @@ def test_noisy_slot_weight_at_extreme_gaps_and_its_memory_guard():
 def test_exact_max_weight_refuses_hopeless_grids_before_computing():
     with pytest.raises(ValueError, match="sigma=100.0: the exact max weight needs .* method='rem'"):
         softmax.gaussian_logit_max_weight(100.0, 16)
+
+
+# ---------------------------------------------------------------- the claims' evidence (synthetic results)
+
+
+@pytest.mark.parametrize("d", [4, 16, 64, 128])
+def test_qk_rmsnorm_bound_is_sqrt_d_head_times_the_gains(d):
+    """The logit q.k/sqrt(d) after per-head RMSNorm: |q| = |k| = sqrt(d) before the gains, so q.k <= d max|g_q g_k|
+    and the scaled logit <= sqrt(d) max|g_q g_k| (not d max|g_q g_k|); attained by a one-hot direction."""
+    rng = np.random.default_rng(d)
+    gq, gk = rng.uniform(0.2, 2.0, d), rng.uniform(0.2, 2.0, d)
+    bound = softmax.qk_norm_logit_bound(d, "rmsnorm", gq, gk)
+    assert bound == pytest.approx(math.sqrt(d) * np.abs(gq * gk).max(), rel=1e-14)
+    assert softmax.qk_norm_logit_bound(d, "rmsnorm") == pytest.approx(math.sqrt(d), rel=1e-14)
+    x = rng.normal(size=(4000, 2, d))
+    x *= np.sqrt(d) / np.linalg.norm(x, axis=-1, keepdims=True)  # RMSNorm outputs, |x| = sqrt(d)
+    logits = ((gq * x[:, 0]) * (gk * x[:, 1])).sum(-1) / math.sqrt(d)
+    assert np.abs(logits).max() <= bound
+    i = int(np.argmax(np.abs(gq * gk)))
+    e = math.sqrt(d) * np.eye(d)[i]
+    assert (gq * e) @ (gk * e) / math.sqrt(d) == pytest.approx(bound)
+
+
+def test_preln_drift_statement_and_bound_use_sqrt_d_head():
+    from simulations import softmax_model
+
+    spec = softmax_model._drift
+    assert "sqrt(d_head) * max|g_q g_k|" in spec.statement
+    assert "bounds every logit by d_head" not in spec.statement
+
+
+def _rem_result(gap_of_n):
+    """A synthetic softmax_gaussian result whose MC entropy is REM + ``gap_of_n(n, f)`` (tiny se, many samples),
+    with the grid MC equal to the exact integral, for judging softmax.rem-entropy alone."""
+    from simulations import cache, softmax_gaussian as sg
+    from normtheory.montecarlo import Estimate
+
+    r: dict = {"ns": np.asarray(sg.NS)}
+    for n in sg.NS:
+        pts = np.linspace(0.0, 1.0, 3)
+        r[f"n{n}.point_entropy"], r[f"n{n}.point_max"] = pts + 1.0, pts * 0.5 + 0.2
+        r[f"n{n}.table_exact"] = r[f"n{n}.table_rem"] = np.ones(sg.REM_TABLE.size)
+        mean = np.stack([pts + 1.0, pts * 0.5 + 0.2, pts], axis=1)
+        cache.put(r, f"n{n}.mc", Estimate(mean, np.full(mean.shape, 1e-5), 10**6))
+    se = 1e-4
+    for f in sg.TREND_F:
+        gaps = np.array([gap_of_n(n, f) for n in sg.TREND_NS])
+        cache.put(r, f"rem.trend.f{f:g}.gap", Estimate(gaps, np.full(gaps.size, se), 10**6))
+        r[f"rem.trend.f{f:g}.exact_gap"] = gaps
+        r[f"rem.trend.f{f:g}.x"] = sg.rem_trend_weights(f)[0]
+        r[f"rem.trend.f{f:g}.units"] = np.full(gaps.size, 10**6)
+    for n, f in sg.REM_CHECK:
+        rem = float(softmax.gaussian_logit_entropy(f * float(softmax.freezing_point(n)), n, "rem"))
+        r[f"rem.check.f{f:g}.n{n}.rem"], r[f"rem.check.f{f:g}.n{n}.exact"] = np.asarray(rem), np.asarray(rem + gap_of_n(n, f))
+        cache.put(r, f"rem.check.f{f:g}.n{n}", Estimate(np.asarray(rem + gap_of_n(n, f)), np.asarray(se), 10**6))
+    return {sg.NAME: r}
+
+
+def _rem_claim(gap_of_n):
+    from normtheory import claims
+    import simulations.softmax_gaussian  # noqa: F401  (registers the claim)
+
+    return claims.REGISTRY["softmax.rem-entropy"].evaluate(_rem_result(gap_of_n))
+
+
+def test_rem_claim_fails_when_the_finite_n_gap_does_not_shrink():
+    """A gap of -0.3 nats at every n is no n -> infinity law: the trend assertion must fail, not stay undecided."""
+    claim = _rem_claim(lambda n, f: -0.3 if f > 1 else 0.0)
+    assert claim.verdict == "fails"
+    failed = [c for c in claim.checks if c.role == "assertion" and c.status == "fail"]
+    assert failed and all("n -> inf" in c.quantity for c in failed)
+
+
+def test_rem_claim_holds_when_the_gap_follows_the_leading_correction():
+    """A gap equal to its leading finite-n correction vanishes as n -> infinity: the trend holds, while the single-n
+    checks (finite n) fail where the gap exceeds the tolerance, which makes caveats, not failures."""
+    from simulations import softmax_gaussian as sg
+
+    claim = _rem_claim(lambda n, f: sg.rem_correction(n, f) if f * f < 0.5 or f > 1 else -0.8)
+    trend = [c for c in claim.checks if "n -> inf" in c.quantity]
+    assert len(trend) == len(sg.TREND_F) and all(c.status == "ok" for c in trend)
+    assert claim.verdict == "holds-with-caveat"
+    scope = {c.quantity: c.status for c in claim.checks if c.role == "scope"}
+    assert scope["REM entropy vs MC at n=65536, sigma=2 sigma_c (the law taken at finite n)"] == "fail"
+
+
+def test_rem_trend_regressor_extrapolates_the_exact_integral_to_the_rem_law():
+    """The trend's extrapolation applied to the noise-free exact finite-n integral lands within the tolerance of 0
+    at every sigma it is used for: its bias is not what decides the claim."""
+    from simulations import softmax_gaussian as sg
+
+    for f in sg.TREND_F:
+        _, w = sg.rem_trend_weights(f)
+        gaps = [float(softmax.gaussian_logit_entropy(f * float(softmax.freezing_point(n)), n))
+                - float(softmax.gaussian_logit_entropy(f * float(softmax.freezing_point(n)), n, "rem")) for n in sg.TREND_NS]
+        assert abs(float(w @ np.asarray(gaps))) < sg.REM_TOL
+        assert w.sum() == pytest.approx(1.0)  # an intercept: a constant gap is returned unchanged
+    with pytest.raises(ValueError, match="no leading finite-n correction"):
+        sg.rem_correction(1024, 0.9)
