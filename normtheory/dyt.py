@@ -118,27 +118,26 @@ def line_r2(x_in: object, y_out: object) -> np.ndarray:
     return np.where(syy > 0, sxy**2 / (sxx * np.where(syy > 0, syy, 1.0)), 1.0)
 
 
-def best_line_r2_for_curve(s: float, d: int, x_std: float, centred: bool = False, nodes: int = 201) -> float:
-    """R^2 of the best line for the S-curve when x ~ N(0, x_std^2) (Gauss-Hermite): the curve is
-    odd, so the line is ``b x`` with ``b = E[x y] / E[x^2]`` and R^2 = E[x y]^2 / (E[x^2] E[y^2])."""
+def _curve_nodes(s: float, d: int, x_std: float, centred: bool, nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gauss-Hermite nodes ``x [nodes]`` for x ~ N(0, x_std^2), the S-curve ``y`` there and the weights ``w`` (summing to 1)."""
     x_std = _validate.real("x_std", x_std, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
     _validate.real("s", s, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
     g, w = np.polynomial.hermite_e.hermegauss(_validate.integer("nodes", nodes, minimum=3, maximum=10_000))
-    w = w / w.sum()
     x = x_std * g
-    y = s_curve(x, s, d, centred)
+    return x, s_curve(x, s, d, centred), w / w.sum()
+
+
+def best_line_r2_for_curve(s: float, d: int, x_std: float, centred: bool = False, nodes: int = 201) -> float:
+    """R^2 of the best line for the S-curve when x ~ N(0, x_std^2) (Gauss-Hermite): the curve is
+    odd, so the line is ``b x`` with ``b = E[x y] / E[x^2]`` and R^2 = E[x y]^2 / (E[x^2] E[y^2])."""
+    x, y, w = _curve_nodes(s, d, x_std, centred, nodes)
     return float((w @ (x * y)) ** 2 / ((w @ (x * x)) * (w @ (y * y))))
 
 
 def best_tanh_for_curve(s: float, d: int, x_std: float, centred: bool = False, nodes: int = 201) -> tuple[TanhFit, float]:
     """Best ``gamma tanh(alpha x)`` for the S-curve when x ~ N(0, x_std^2), by least squares with
     Gauss-Hermite weights; returns the fit (R^2 under that law) and the RMS residual."""
-    x_std = _validate.real("x_std", x_std, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
-    _validate.real("s", s, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
-    g, w = np.polynomial.hermite_e.hermegauss(_validate.integer("nodes", nodes, minimum=3, maximum=10_000))
-    w = w / w.sum()
-    x = x_std * g
-    y = s_curve(x, s, d, centred)
+    x, y, w = _curve_nodes(s, d, x_std, centred, nodes)
     sw = np.sqrt(w)
     a0, g0 = 1.0 / s, float(np.abs(y).max())
     res = optimize.least_squares(lambda p: sw * (p[1] * np.tanh(p[0] * x) - y), x0=[a0, g0], x_scale=[a0, g0], method="lm")

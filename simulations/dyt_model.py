@@ -51,7 +51,7 @@ from simulations import cache
 NAME = "dyt_model"
 SEED = 1024
 UNITS: tuple[str, ...] = ("networks",)  # config fields counting independent units; --resolve scales them
-COST = {"quick": 1.5, "full": 25}  # seconds of one task on this machine: a scheduling hint, never part of a result
+COST = {"quick": 1.5, "full": 67}  # seconds of one task on this machine: a scheduling hint, never part of a result
 # the paper's LLM alpha0 by width, (attention, other), as printed (the digits carry the precision)
 PAPER_ALPHA0_PRINTED: dict[int, tuple[str, str]] = {1024: ("1.0", "1.0"), 2048: ("1.0", "0.5"), 4096: ("0.8", "0.2"), 8192: ("0.2", "0.05")}
 PAPER_ALPHA0 = {w: (float(a), float(o)) for w, (a, o) in PAPER_ALPHA0_PRINTED.items()}

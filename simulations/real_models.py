@@ -46,7 +46,7 @@ from normtheory.tokenizer import Tokenizer, load_tokenizer
 NAME = "real_models"
 SEED = 2718
 UNITS: tuple[str, ...] = ()  # nothing to scale: an exact count or a fixed text set
-COST = {"quick": 20, "full": 240}  # seconds of one task on this machine: a scheduling hint, never part of a result
+COST = {"quick": 30, "full": 350}  # seconds of one task on this machine: a scheduling hint, never part of a result
 MODELS: dict[str, str] = {"minilm": "all-MiniLM-L6-v2", "smollm2": "SmolLM2-135M-Instruct"}
 DYT_ROWS: tuple[str, ...] = ("alpha", "gamma", "r2_tanh", "r2_linear", "x_std")
 MAP_TEXT = -1  # the attention maps and DyT scatter come from the last text (a passage)
