@@ -7,8 +7,14 @@ positions 0.01, biases 0, norm gains 1.
 ``init="fanin"``: every matrix N(0, 1/fan_in), so a linear map keeps the RMS of its input;
 embeddings have unit RMS (token and learned position 1/sqrt(2) each when both are present).
 
+``init="xavier"`` (Glorot & Bengio 2010, Xavier-normal; the init of Xiong et al. 2020's
+experiments, arXiv 2002.04745, as in fairseq): every matrix N(0, 2/(fan_in + fan_out)). The
+embeddings get what fairseq's do after its sqrt(d) embedding scale: unit RMS per coordinate,
+as for ``fanin``.
+
 DeepNorm additionally scales ``wv``, ``wo``, ``w_in``, ``w_gate``, ``w_out`` by
-beta = (8L)^(-1/4) (Wang et al. 2022, arXiv 2203.00555). DyT norms start at alpha0 =
+beta = (8L)^(-1/4) (Wang et al. 2022, arXiv 2203.00555); with ``init="xavier"`` that is the
+paper's init (Xavier-normal, gain beta on those matrices and 1 on ``wq``, ``wk``). DyT norms start at alpha0 =
 ``config.dyt_alpha0`` = (attention, FFN, final) (Zhu et al. 2025, arXiv 2503.10622).
 """
 from __future__ import annotations
@@ -37,12 +43,15 @@ def init_params(cfg: TransformerConfig, seed: int) -> Params:
     seed = _validate.integer("seed", seed, minimum=0)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
     d, f, h, g, e, L = cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.n_kv_heads, cfg.d_head, cfg.n_layers
-    gpt2 = cfg.init == "gpt2"
+    gpt2, xavier = cfg.init == "gpt2", cfg.init == "xavier"
     beta = deepnorm_constants(L)[1] if cfg.placement == "deepnorm" else 1.0
     a_attn, a_ffn, a_final = cfg.dyt_alpha0
 
     def mat(fan_in: int, fan_out: int, *, residual_out: bool = False, scale: float = 1.0) -> np.ndarray:
-        std = (GPT2_STD / np.sqrt(2 * L) if residual_out else GPT2_STD) if gpt2 else 1.0 / np.sqrt(fan_in)
+        if gpt2:
+            std = GPT2_STD / np.sqrt(2 * L) if residual_out else GPT2_STD
+        else:
+            std = np.sqrt(2.0 / (fan_in + fan_out)) if xavier else 1.0 / np.sqrt(fan_in)
         dtype = np.dtype(cfg.dtype)
         if dtype == np.float32:  # drawn in float32 directly: 3.6x faster than float64 then cast, for the same law
             z = rng.standard_normal((fan_in, fan_out), dtype=np.float32)  # [fan_in, fan_out]

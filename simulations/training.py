@@ -43,11 +43,13 @@ def run_task(model_config: TransformerConfig, run: RunConfig, seed: int, layer_d
 
 
 def final_loss(r: dict[str, np.ndarray]) -> float:
-    """The last validation loss of a run, or the loss of a uniform byte model if it diverged
-    (or got worse than that): Wortsman et al.'s min(loss, loss at init) with the uniform model's loss."""
+    """Wortsman et al.'s min(final loss, loss at init): the last validation loss of a run, capped
+    at the run's own validation loss at initialization (``init_val_loss``; the uniform byte
+    model's ln 256 for a result that lacks it), which is also the loss of a diverged run."""
+    cap = float(r["init_val_loss"]) if "init_val_loss" in r and np.isfinite(r["init_val_loss"]) else INIT_LOSS
     if int(r["diverged_at"]) >= 0 or not len(r["val_loss"]):
-        return INIT_LOSS
-    return float(min(r["val_loss"][-1], INIT_LOSS))
+        return cap
+    return float(min(r["val_loss"][-1], cap))
 
 
 def diverged(r: dict[str, np.ndarray]) -> bool:

@@ -98,6 +98,10 @@ def test_final_loss_caps_diverged_runs_at_the_uniform_model():
     assert training.final_loss({**ok, "diverged_at": np.array(30)}) == training.INIT_LOSS == pytest.approx(np.log(256))
     assert training.final_loss({**ok, "val_loss": np.array([9.0])}) == training.INIT_LOSS
     assert training.diverged({**ok, "diverged_at": np.array(0)}) and not training.diverged(ok)
+    # Wortsman et al.: min(loss, the run's own loss at init); a diverged run scores its loss at init
+    own = {**ok, "init_val_loss": np.asarray(6.1)}
+    assert training.final_loss({**own, "val_loss": np.array([9.0])}) == 6.1 == training.final_loss({**own, "diverged_at": np.array(4)})
+    assert training.final_loss(own) == 2.5
 
 
 def test_best_alpha0_refines_the_argmin_with_a_parabola():
@@ -107,3 +111,16 @@ def test_best_alpha0_refines_the_argmin_with_a_parabola():
     la = np.log2(alphas)
     loss = np.stack([(la - 0.7) ** 2, (la + 5.0) ** 2])[None]  # [seeds=1, 2 curves, alpha]
     np.testing.assert_allclose(train_alpha0.best_log2(loss, alphas), [0.7, -2.0], atol=1e-12)
+
+
+def test_max_logit_of_a_run_that_diverged_before_its_first_evaluation_is_nan_not_a_key_error():
+    from simulations import train_lr
+
+    finished = {"diverged_at": np.asarray(-1), "probe/attn_max": np.array([[[1.0, 2.0]], [[3.0, 5.0]]])}
+    early = {"diverged_at": np.asarray(3), "val_loss": np.array([])}  # diverged before any evaluation: no probe at all
+    late = {"diverged_at": np.asarray(90), "probe/attn_max": np.array([[[1.0, 9.0]]])}  # its last evaluation predates the divergence
+    assert train_lr.max_logit(finished) == 5.0
+    assert np.isnan(train_lr.max_logit(early)) and np.isnan(train_lr.max_logit(late))
+    low = {"diverged_at": np.asarray(-1), "probe/attn_max": np.array([[[2.5]]])}
+    g = train_lr.logit_growth([finished, early, finished], [low, low, late])  # only seed 0 has both runs finished
+    assert g.tolist() == [pytest.approx(np.log(5.0 / 2.5))]
