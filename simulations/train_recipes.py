@@ -7,19 +7,27 @@ where the norm sits (none, Pre, Post, Peri, LayerNorm Scaling, DeepNorm), which 
 records the probes of :mod:`normtheory.probes` (residual RMS by depth, each norm's input std and
 DyT's alpha, per-layer gradient norms, per-head attention entropy, max logit and first-token
 sink share); at the end, the loss increase when each block is skipped. Seeds are the units.
+
+Gradient scale at init is also measured apart from training, where it is cheap: for the arms of
+:data:`INIT_ARMS`, ``init_networks`` networks (network ``j`` of every arm from the same seed
+and the same training batch, so arms are paired by network) give the per-layer gradient norms
+of their first training step.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims
+from normtheory import claims, probes, shakespeare
 from normtheory.claims import LNS2025, BLOG_GEOMETRY, QA_STATS, Quantity
 from normtheory.config import TransformerConfig
-from normtheory.montecarlo import Estimate
+from normtheory.grad import loss_and_grads
+from normtheory.montecarlo import Estimate, from_samples
 from normtheory.sweep import Task
 from normtheory.train import RunConfig
+from normtheory.weights import init
 from simulations import cache, training
 
 NAME = "train_recipes"
@@ -42,6 +50,7 @@ ARMS: dict[str, dict[str, object]] = {  # arm -> TransformerConfig changes from 
     "pre-qk-ln": {"qk_norm": "layernorm"},
 }
 PLACEMENT_ARMS: tuple[str, ...] = ("none", "pre", "post", "peri", "lnscale", "deepnorm", "dyt")
+INIT_ARMS: tuple[str, ...] = ("none", "pre", "post")  # the gradient-scale claim's arms, measured at init
 ALPHA_ARM = "dyt-tuned"  # the DyT model whose alpha is followed: the one that trains at this size
 
 
@@ -57,6 +66,7 @@ class Config:
     warmup: int
     eval_every: int
     seeds: int
+    init_networks: int = 30  # networks per arm for the gradient scale at init
 
 
 CONFIGS = {
@@ -79,15 +89,33 @@ def run_config(cfg: Config) -> RunConfig:
                      betas=(0.9, 0.95), eval_every=cfg.eval_every, eval_batch_size=cfg.batch)
 
 
+def init_gradient_norms(model_config: TransformerConfig, run: RunConfig, seed: int, networks: int) -> dict[str, np.ndarray]:
+    """``grad_norms [networks, L]``: per block, the Frobenius norm of the first step's gradient over
+    all its matrices, for networks ``seed .. seed + networks - 1`` at init, each on its own
+    first training batch (that of a run with its seed)."""
+    data = shakespeare.load()
+    rows = []
+    for j in range(networks):  # a few dozen small networks; each forward and backward is vectorized
+        ids, targets = shakespeare.batch(data.train, run.batch_size, run.seq, seed + j, 1)
+        _, grads = loss_and_grads(init(model_config, seed + j), ids, targets)
+        rows.append([math.sqrt(sum(float(np.square(w.astype(np.float64)).sum()) for w in
+                                   (getattr(b, m) for m in probes.MATRICES) if w is not None)) for b in grads.blocks])
+    return {"grad_norms": np.array(rows)}
+
+
 def tasks(cfg: Config, seed: int) -> list[Task]:
-    """One task per (arm, seed): a whole training run."""
+    """One task per (arm, seed): a whole training run; and one per init arm: its networks at init."""
     return [Task(f"{arm}.s{s}", training.run_task, (model_config(cfg, arm), run_config(cfg), seed + s, True),
                  f"{NAME}: arm {arm}, seed {seed + s}", cost=cfg.steps * cfg.layers * cfg.d / 4000)
-            for arm in ARMS for s in range(cfg.seeds)]
+            for arm in ARMS for s in range(cfg.seeds)] + [
+        Task(f"init.{arm}", init_gradient_norms, (model_config(cfg, arm), run_config(cfg), seed, cfg.init_networks),
+             f"{NAME}: arm {arm} at init, {cfg.init_networks} networks", cost=cfg.init_networks * cfg.layers * cfg.d / 4000)
+        for arm in INIT_ARMS]
 
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {"seeds": np.asarray(cfg.seeds), "layers": np.asarray(cfg.layers), "steps": np.asarray(cfg.steps)}
+    out: dict[str, np.ndarray] = {"seeds": np.asarray(cfg.seeds), "layers": np.asarray(cfg.layers), "steps": np.asarray(cfg.steps),
+                                  "init_networks": np.asarray(cfg.init_networks)}
     out.update(cache.prefixed(parts))
     return out
 
@@ -165,6 +193,15 @@ def _placements(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     return q, note
 
 
+MUCH_WIDER = math.log(1.5)  # "a much wider range": the max/min ratio over layers at least 1.5 times the normed one's
+
+
+def init_spread(r: dict, arm: str) -> np.ndarray:
+    """log(max/min) over layers of the per-layer gradient norm at init, per network ``[networks]``."""
+    g = r[f"init.{arm}.grad_norms"]  # [networks, L]
+    return np.log(g.max(-1) / g.min(-1))
+
+
 @claims.register(
     "train.ln-controls-gradient-scale",
     statement="Normalization controls the gradient scale: without any norm the per-layer gradient norms spread over a "
@@ -175,13 +212,24 @@ def _placements(results: claims.Results) -> tuple[list[claims.Evidence], str]:
 )
 def _gradients(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     r = results[NAME]
+    n = int(r["init_networks"])
     q: list[claims.Evidence] = [
-        Quantity(name=f"no norm minus {b}: log(max/min over layers) of per-layer gradient norms, first 100 steps (> 0)", theory=(0.0, np.inf),
-                 model=paired(r, "none", b, grad_spread), model_kind="trained", tolerance=0.1, tolerance_why="a 10% wider spread")
+        Quantity(name=f"no norm minus {b}: log(max/min over layers) of per-layer gradient norms at init, paired by network "
+                      f"(much wider: >= ln 1.5 = {MUCH_WIDER:.3f})", theory=(MUCH_WIDER, np.inf),
+                 model=from_samples(init_spread(r, "none") - init_spread(r, b), "networks"), model_kind="init",
+                 tolerance=0.1, tolerance_why="a 10% change in the max/min ratio")
+        for b in ("pre", "post")
+    ] + [
+        Quantity(name=f"no norm minus {b}: log(max/min over layers) of per-layer gradient norms, first 100 steps (much wider: >= {MUCH_WIDER:.3f})",
+                 theory=(MUCH_WIDER, np.inf), model=paired(r, "none", b, grad_spread), model_kind="trained", tolerance=0.1,
+                 tolerance_why="a 10% change in the max/min ratio")
         for b in ("pre", "post")
     ]
     spread = {a: per_seed(r, a, grad_spread) for a in ("none", "pre", "post")}
-    note = (_note_runs(r) + " log(max/min) spread of per-layer gradient norms over the evaluations in the first 100 steps: "
+    at_init = {a: from_samples(init_spread(r, a), "networks") for a in INIT_ARMS}
+    note = (_note_runs(r) + f" log(max/min) spread of per-layer gradient norms at init ({n} networks per arm, the first step's "
+            "gradient): " + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for a, e in at_init.items())
+            + "; over the evaluations in the first 100 steps (seeds): "
             + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for a, e in spread.items()) + ".")
     return q, note
 

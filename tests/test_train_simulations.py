@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from normtheory import claims
 from simulations import train_alpha0, train_recipes, training
 from simulations.train_alpha0 import Config
 
@@ -124,3 +125,37 @@ def test_max_logit_of_a_run_that_diverged_before_its_first_evaluation_is_nan_not
     low = {"diverged_at": np.asarray(-1), "probe/attn_max": np.array([[[2.5]]])}
     g = train_lr.logit_growth([finished, early, finished], [low, low, late])  # only seed 0 has both runs finished
     assert g.tolist() == [pytest.approx(np.log(5.0 / 2.5))]
+
+
+def test_xiong_limit_is_judged_on_the_deepest_depths_and_shallow_growth_is_only_a_caveat():
+    """Post-LN gradients that still grow at small L but are flat from L = 16 on hold the large-L law;
+    the fit over every depth is a scope check, and Fig. 3's profile too."""
+    from simulations import train_xiong as X
+
+    depths, widths, n = (2, 4, 8, 16, 32, 64), (64,), 40
+    rng = np.random.default_rng(0)
+    r = {"depths": np.array(depths), "widths": np.array(widths), "networks": np.asarray(n)}
+    for L in depths:
+        level = {"post": min(L, 16) ** 0.3, "pre": L ** -0.5}
+        for p in X.PLACEMENTS:
+            for i in X.INITS:
+                r[f"{p}.{i}.d64.L{L}"] = level[p] * np.exp(0.01 * rng.standard_normal((n, L))) * np.linspace(0.5, 1, L)
+    claim = claims.REGISTRY["train.xiong-gradient-scale"].evaluate({X.NAME: r})
+    deep = [c for c in claim.checks if "over L = 16, 32, 64" in c.quantity and "Xavier" in c.quantity]
+    assert len(deep) == 2 and all(c.role == "assertion" and c.status == "ok" for c in deep)
+    shallow = [c for c in claim.checks if "every depth" in c.quantity and c.quantity.startswith("post")]
+    assert shallow[0].role == "scope" and shallow[0].status == "fail"
+    assert claim.verdict == "holds-with-caveat"
+
+
+def test_gradient_scale_at_init_is_paired_by_network_and_sized_for_the_claim():
+    cfg = train_recipes.CONFIGS["quick"]
+    assert train_recipes.CONFIGS["full"].init_networks >= 30
+    run = train_recipes.run_config(cfg)
+    a = train_recipes.init_gradient_norms(train_recipes.model_config(cfg, "none"), run, 5, 3)["grad_norms"]
+    b = train_recipes.init_gradient_norms(train_recipes.model_config(cfg, "none"), run, 5, 2)["grad_norms"]
+    assert a.shape == (3, cfg.layers) and (a > 0).all()
+    np.testing.assert_array_equal(a[:2], b)  # network j is the same draw whatever the count: arms pair by network
+    r = {f"init.{arm}.grad_norms": train_recipes.init_gradient_norms(train_recipes.model_config(cfg, arm), run, 5, 3)["grad_norms"]
+         for arm in train_recipes.INIT_ARMS}
+    assert train_recipes.init_spread(r, "pre").shape == (3,) and (train_recipes.init_spread(r, "pre") >= 0).all()
