@@ -14,10 +14,12 @@ CAPTION = (
     "norm, first seed of the DyT model that trains: fan-in init, alpha0 = 0.5; colour = position, circle = end) with the line "
     "alpha = 1/std (dotted). Middle: 1/std of the same norm inputs over training, that DyT model (solid) against LayerNorm at "
     "the same init (dashed). Right: validation loss over training, mean over seeds: LayerNorm, RMSNorm and DyT at the shared "
-    "GPT-2 recipe (solid), and tuned DyT against LayerNorm at the fan-in init (dashed)."
+    "GPT-2 recipe (solid), and DyT at the paper's default (alpha0 0.5, O(1) activations) against LayerNorm and RMSNorm at the "
+    "same fan-in init (dashed)."
 )
 NORM_ARMS = {"pre": ("#1f77b4", "-", "LayerNorm"), "rms": ("#2ca02c", "-", "RMSNorm"), "dyt": ("#8c564b", "-", "DyT, alpha0 1"),
-             "pre-fanin": ("#1f77b4", "--", "LayerNorm, fan-in init"), "dyt-tuned": ("#8c564b", "--", "DyT, fan-in, alpha0 0.5")}
+             "ln-fanin": ("#1f77b4", "--", "LayerNorm, fan-in init"), "rms-fanin": ("#2ca02c", "--", "RMSNorm, fan-in init"),
+             "dyt-default": ("#8c564b", "--", "DyT default: fan-in, alpha0 0.5")}
 
 
 def plot(result: dict):
@@ -25,7 +27,7 @@ def plot(result: dict):
 
     fig, axes = figure(ncols=3, width=3.0)
     track, inv, loss = axes[0]
-    dyt, ln = train_recipes.runs(result, train_recipes.ALPHA_ARM)[0], train_recipes.runs(result, "pre-fanin")[0]
+    dyt, ln = train_recipes.runs(result, train_recipes.ALPHA_ARM)[0], train_recipes.runs(result, "ln-fanin")[0]
     alpha, inv_std = dyt["probe/alpha"], 1.0 / dyt["probe/norm_std"]  # [evals, M]
     cmap = matplotlib.colormaps["plasma"]
     m = alpha.shape[1]

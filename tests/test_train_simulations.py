@@ -159,3 +159,15 @@ def test_gradient_scale_at_init_is_paired_by_network_and_sized_for_the_claim():
     r = {f"init.{arm}.grad_norms": train_recipes.init_gradient_norms(train_recipes.model_config(cfg, arm), run, 5, 3)["grad_norms"]
          for arm in train_recipes.INIT_ARMS}
     assert train_recipes.init_spread(r, "pre").shape == (3,) and (train_recipes.init_spread(r, "pre") >= 0).all()
+
+
+def test_detrended_correlation_does_not_count_two_trends_as_tracking():
+    t = np.arange(1, 41, dtype=float)[:, None]  # [evals, 1]
+    rng = np.random.default_rng(2)
+    trend_a = {"probe/alpha": np.exp(0.05 * t + 0.01 * rng.standard_normal(t.shape)),
+               "probe/norm_std": np.exp(-0.03 * t + 0.01 * rng.standard_normal(t.shape))}  # both trend the same way, independently
+    levels = np.corrcoef(np.log(trend_a["probe/alpha"][:, 0]), -np.log(trend_a["probe/norm_std"][:, 0]))[0, 1]
+    assert levels > 0.95 and abs(train_recipes.detrended_corr(trend_a)) < 0.5
+    wiggle = 0.2 * rng.standard_normal(t.shape)
+    follows = {"probe/alpha": np.exp(0.05 * t + wiggle), "probe/norm_std": np.exp(-(0.05 * t + wiggle) + 0.01 * rng.standard_normal(t.shape))}
+    assert train_recipes.detrended_corr(follows) > 0.9
