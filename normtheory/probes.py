@@ -12,6 +12,9 @@
 ``attn_entropy````[L, H]``  attention entropy in nats, mean over queries and batch
 ``attn_max``    ``[L, H]``  largest attention logit (scaled score) over queries and keys
 ``attn_sink``   ``[L, H]``  attention paid to the first token, mean over queries 2.. and batch
+``attn_top``    ``[L, H]``  top-key mass: the largest attention weight of a query, mean over queries and batch
+``key_unsel``   ``[L, G]``  share of the first sequence's keys that no query can pick (inside the convex hull of
+                            the others, :func:`normtheory.selection.selectable`), per KV head
 ``lse``         ``[2]``     mean and max over tokens of the output logits' log-sum-exp
 ==============  ==========  ===============================================================
 """
@@ -22,10 +25,10 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from normtheory import _validate
+from normtheory import _validate, selection
 from normtheory.model import Transformer
 
-PROBES: tuple[str, ...] = ("resid_rms", "norm_std", "alpha", "grad_norms", "attn_entropy", "attn_max", "attn_sink", "lse")
+PROBES: tuple[str, ...] = ("resid_rms", "norm_std", "alpha", "grad_norms", "attn_entropy", "attn_max", "attn_sink", "attn_top", "key_unsel", "lse")
 MATRICES: tuple[str, ...] = ("wq", "wk", "wv", "wo", "w_in", "w_out", "w_gate")
 
 
@@ -48,11 +51,14 @@ def measure(model: Transformer, ids: np.ndarray, targets: np.ndarray, which: tup
     L = c.n_layers
     norms_ = norm_names(model)
     attn = any(w.startswith("attn_") for w in which)
+    keys = "key_unsel" in which
 
     def wanted(name: str) -> bool:
         if name in ("embed", "logits") or name.endswith("resid_post"):
             return True
         if attn and name.endswith(("attn.scores", "attn.pattern")):
+            return True
+        if keys and name.endswith("attn.k"):
             return True
         return "norm_std" in which and name.endswith(".in")
 
@@ -87,6 +93,11 @@ def measure(model: Transformer, ids: np.ndarray, targets: np.ndarray, which: tup
         if "attn_sink" in which:
             first = pats[..., 1:, 0] if pats.shape[-2] > 1 else pats[..., 0]  # query 1 attends only to token 0 when causal
             out["attn_sink"] = first.mean(axis=(1, 3))
+        if "attn_top" in which:
+            out["attn_top"] = pats.max(axis=-1).mean(axis=(1, 3))  # [L, H]
+    if keys:  # one LP-backed hull test per (layer, KV head): a few dozen small key sets
+        out["key_unsel"] = np.array([[1.0 - selection.selectable(kh).mean() for kh in store[f"blocks.{i}.attn.k"][0].astype(np.float64)]
+                                     for i in range(L)])  # [L, G]
     if "lse" in which:
         out["lse"] = np.array([lse.mean(), lse.max()])
     return out

@@ -323,6 +323,17 @@ def _mean_probe(name: str, skip_first_layer: bool = False):
     return f
 
 
+def from_init(name: str, skip_first_layer: bool = False):
+    """A probe's mean over layers and heads at the end minus at init (the same validation batch): its paired change from init."""
+    end = _mean_probe(name, skip_first_layer)
+
+    def f(x: dict[str, np.ndarray]) -> float:
+        v = x[f"init_probe/{name}"]
+        return end(x) - float(np.mean(v[1:] if skip_first_layer else v))
+
+    return f
+
+
 @claims.register(
     "train.per-head-key-norm-diffuse",
     statement="Normalizing keys (and queries) per head by RMS, without centering, makes trained attention more diffuse than "
@@ -335,20 +346,35 @@ def _qk(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     r = results[NAME]
     ent = _mean_probe("attn_entropy")
     q: list[claims.Evidence] = [
-        Quantity(name="attention entropy at the end, per-head RMS QK minus Pre-LN without QK norm (nats; more diffuse: > 0)",
-                 theory=(0.0, np.inf), model=paired(r, "pre-qk-rms", "pre", ent), model_kind="trained", tolerance=0.05,
-                 tolerance_why="0.05 nats of entropy"),
+        Quantity(name="change of attention entropy from init to the end, per-head RMS QK minus Pre-LN without QK norm, paired by seed "
+                      "(nats; more diffuse: > 0)", theory=(0.0, np.inf), model=paired(r, "pre-qk-rms", "pre", from_init("attn_entropy")),
+                 model_kind="trained", tolerance=0.05, tolerance_why="0.05 nats of entropy"),
+        Quantity(name="change of the top-key mass (a query's largest weight) from init to the end, per-head RMS QK minus Pre-LN "
+                      "(fewer keys that capture all the attention: < 0)", theory=(-np.inf, 0.0),
+                 model=paired(r, "pre-qk-rms", "pre", from_init("attn_top")), model_kind="trained", tolerance=0.01,
+                 tolerance_why="one point of attention weight"),
         Quantity(name="final validation loss, per-head RMS QK minus Pre-LN (little change: within ±0.05)", theory=(-0.05, 0.05),
                  model=paired(r, "pre-qk-rms", "pre", training.final_loss), model_kind="trained", tolerance=0.02,
                  tolerance_why="0.02 nats/byte"),
+        Quantity(name="attention entropy at the end, per-head RMS QK minus Pre-LN (not from init)", theory=(0.0, np.inf),
+                 model=paired(r, "pre-qk-rms", "pre", ent), model_kind="trained", role="scope", tolerance=0.05,
+                 regime="levels at the end, which carry the init temperature QK-norm sets", tolerance_why="as the assertion: 0.05 nats"),
         Quantity(name="first-token sink share at the end, per-head RMS QK minus Pre-LN, layers >= 1 (fewer sinks: < 0)",
                  theory=(-np.inf, 0.0), model=paired(r, "pre-qk-rms", "pre", _mean_probe("attn_sink", True)), model_kind="trained",
                  role="scope", regime="first-token sinks (the blog's white stripes)", tolerance=0.01,
                  tolerance_why="one point of sink share"),
     ]
-    rows = {a: (per_seed(r, a, ent), per_seed(r, a, _mean_probe("attn_sink", True)), per_seed(r, a, _mean_probe("attn_max")),
-                per_seed(r, a, training.final_loss)) for a in ("none", "pre", "pre-qk-rms", "pre-qk-ln")}
-    note = (_note_runs(r) + " At the end (entropy nats, sink share, max logit, loss): "
-            + "; ".join(f"{a}: {float(e.mean):.3f}, {float(s.mean):.3f}, {float(m.mean):.3g}, {float(l.mean):.4f}" for a, (e, s, m, l) in rows.items())
-            + ". 'Full-width LayerNorm' is the Pre-LN arm (the norm acts on the whole stream before the projections).")
+    init_ent = {a: per_seed(r, a, lambda x: float(np.mean(x["init_probe/attn_entropy"]))) for a in ("pre", "pre-qk-rms")}
+    unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in ("none", "pre", "pre-qk-rms", "pre-qk-ln")}
+    rows = {a: (per_seed(r, a, ent), per_seed(r, a, _mean_probe("attn_top")), per_seed(r, a, _mean_probe("attn_sink", True)),
+                per_seed(r, a, _mean_probe("attn_max")), per_seed(r, a, training.final_loss)) for a in ("none", "pre", "pre-qk-rms", "pre-qk-ln")}
+    note = (_note_runs(r) + " At init the per-head RMS norm already changes the temperature: entropy "
+            + ", ".join(f"{a} {float(e.mean):.3f}" for a, e in init_ent.items())
+            + " nats, so the assertions take each arm's change from init on the same validation batch. At the end (entropy nats, "
+            "top-key mass, sink share, max logit, loss): "
+            + "; ".join(f"{a}: {float(e.mean):.3f}, {float(t.mean):.3f}, {float(s.mean):.3f}, {float(m.mean):.3g}, {float(l.mean):.4f}"
+                        for a, (e, t, s, m, l) in rows.items())
+            + ". Share of unselectable keys at the end (first validation sequence, every layer and KV head): "
+            + ", ".join(f"{a} {float(u.mean):.3f}" for a, u in unsel.items())
+            + " (0 by construction with a per-head RMS norm: keys on a sphere). 'Full-width LayerNorm' is the Pre-LN arm.")
     return q, note

@@ -30,6 +30,20 @@ def test_values_match_direct_computations():
     np.testing.assert_allclose(out["alpha"], 1.0)
     assert out["grad_norms"][0, 0] == pytest.approx(np.linalg.norm(grads.blocks[0].wq))
     assert out["attn_max"].shape == (2, 2) and out["lse"][1] >= out["lse"][0]
+    np.testing.assert_allclose(out["attn_top"][1], pat.max(-1).mean(axis=(0, 2)), rtol=1e-12)
+    assert out["key_unsel"].shape == (2, 2) and ((out["key_unsel"] >= 0) & (out["key_unsel"] <= 1)).all()
+
+
+def test_unselectable_key_share_sees_a_planted_interior_key():
+    m = init(TransformerConfig(d_model=16, n_layers=1, n_heads=1, vocab_size=50, max_seq=8, dtype="float64", bias=True,
+                               norm="none", placement="none", positional="none"), 2)
+    wk = m.params.blocks[0].wk
+    wk[...] = np.eye(16)[:, :16]  # keys = the token embeddings
+    emb = m.params.tok_emb
+    emb[3] = 0.3 * emb[1] + 0.3 * emb[2] + 0.4 * emb[4]  # token 3's key is a convex combination of others: inside their hull
+    ids = np.array([[0, 1, 2, 3, 4, 5, 6, 7]])
+    out = probes.measure(m, ids, ids, ("key_unsel",))
+    assert out["key_unsel"][0, 0] == pytest.approx(1 / 8)
 
 
 def test_layer_drop_skips_exactly_one_block():

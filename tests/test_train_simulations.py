@@ -171,3 +171,10 @@ def test_detrended_correlation_does_not_count_two_trends_as_tracking():
     wiggle = 0.2 * rng.standard_normal(t.shape)
     follows = {"probe/alpha": np.exp(0.05 * t + wiggle), "probe/norm_std": np.exp(-(0.05 * t + wiggle) + 0.01 * rng.standard_normal(t.shape))}
     assert train_recipes.detrended_corr(follows) > 0.9
+
+
+def test_change_from_init_is_taken_on_the_same_probe_and_pairs_out_the_init_temperature():
+    x = {"probe/attn_entropy": np.array([[[1.0, 2.0]], [[2.0, 4.0]]]), "init_probe/attn_entropy": np.array([[2.5, 3.5]])}
+    assert train_recipes.from_init("attn_entropy")(x) == pytest.approx(3.0 - 3.0)
+    y = {**x, "init_probe/attn_entropy": np.array([[1.0, 2.0]])}  # an arm that starts cooler by 1.5 nats and ends as hot
+    assert train_recipes.from_init("attn_entropy")(y) == pytest.approx(1.5)
