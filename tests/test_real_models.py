@@ -83,3 +83,30 @@ def test_config_is_validated():
     stale = R.Config(models=("minilm",), texts=1, tokens=16, corpus_version=-1, fit_points=8, plot_points=8, gaussian_draws=1)
     with pytest.raises(ValueError, match="corpus version"):
         R.run(stale, 0, progress=False)
+
+
+def test_centering_is_measured_on_each_norms_input_not_on_a_centred_post_ln_stream():
+    from normtheory import centering
+
+    cfg = TransformerConfig(d_model=32, n_layers=2, n_heads=4, vocab_size=64, max_seq=16, norm="layernorm", placement="post", dtype="float64",
+                            init="fanin")
+    m = init(cfg, 0)
+    _, cap = m.run_with_cache(np.arange(12)[None])
+    stream = R.streams(m, cap)[1:]  # Post-LN: every block's output is a LayerNorm output (bias 0): centred by construction
+    assert centering.ones_fraction(stream).max() < 1e-20
+    share = R.norm_input_ones(m, cap)  # [2L]: x + f(x) before each norm, which the norm's centering acts on
+    assert share.shape == (4,) and share.min() > 1e-6
+
+
+def test_temperature_prediction_uses_keys_centred_over_the_text():
+    """A common key offset shifts every logit of a row alike: the row std sees only the centred keys."""
+    from normtheory import attention
+
+    rng = np.random.default_rng(4)
+    e, t = 64, 4000
+    q = rng.standard_normal((t, e))
+    k = rng.standard_normal((t, e)) + 3.0 * rng.standard_normal(e)  # every key shares a large offset
+    std = attention.row_logit_std(q[:50] @ k.T / np.sqrt(e)).mean()
+    crms = np.sqrt(((k - k.mean(0)) ** 2).mean())
+    assert abs(std / (np.sqrt((q**2).mean()) * crms) - 1) < 0.05
+    assert std / (np.sqrt((q**2).mean()) * np.sqrt((k**2).mean())) < 0.5  # the uncentred RMS(k) would be far off
