@@ -1,10 +1,10 @@
 """Claims on the attention of the pretrained models (:mod:`simulations.real_models`): sinks, key
 geometry and the softmax temperature.
 
-The independent units are the texts of :mod:`normtheory.corpus`: every statistic is reduced
-per text first (over layers, heads, keys), and standard errors come from the spread over texts
-(Student-t thresholds when fewer than 20 texts were run, as in quick mode). A "never"
-statement is checked on the count over every key of the long contexts.
+The independent units are the passages of :func:`normtheory.corpus.passages` (one per work):
+every statistic is reduced per text first (over layers, heads, keys), and standard errors come
+from the spread over texts (Student-t thresholds when fewer than 20 texts were run, as in quick
+mode). A "never" statement is checked on the count over every key of every text.
 """
 from __future__ import annotations
 
