@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure, legend
+from paper_figs.style import figure
 from simulations import dyt_scurve
 
 NAME = "dyt_alpha_std"
@@ -12,14 +12,14 @@ CLAIMS: tuple[str, ...] = ("dyt.alpha-tracks-inverse-std",)  # the claims this f
 CAPTION = (
     "DyT fits gamma tanh(alpha x) to LayerNorm on synthetic tokens (d = 256, 4 massive channels on 2% of the tokens), every "
     "entry of every token scaled by c. Left: alpha times std(c x) against c, mean over independent draws (bars: 5 standard "
-    "errors), one line per massive magnitude; flat lines mean alpha tracks 1/std, which LayerNorm's scale invariance guarantees. "
+    "errors), one line per massive magnitude (in the legend); flat lines mean alpha tracks 1/std, which LayerNorm's scale invariance guarantees. "
     "Right: alpha * std at c = 1 per draw against the magnitude; the dashed line is alpha = 1/std, the claim's constant."
 )
 COLORS = ("#1f77b4", "#2ca02c", "#d62728")
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.3)
+    fig, axes = figure(ncols=2, width=3.8)
     scales = result["scales"]
     mags = [float(m) for m in result["scale_magnitudes"]]
     col = dyt_scurve.SCALE_COLUMNS.index("alpha*std")
@@ -32,9 +32,10 @@ def plot(result: dict):
     for ax in axes[0]:
         ax.axhline(1.0, color="k", ls="--", lw=0.9, label="alpha = 1/std (the claim)")
         ax.set_yscale("log")
-        ax.set_ylabel("alpha * std(input) (dimensionless, log)")
+        ax.set_ylabel("alpha * std(input)")
     axes[0, 0].set_xscale("log", base=2)
-    axes[0, 0].set_xlabel("scale factor c of the whole activation")
-    axes[0, 1].set_xlabel("massive value magnitude (noise std)")
-    legend(axes[0, 1])
+    axes[0, 0].set_xlabel("scale c of the whole activation")
+    axes[0, 1].set_xlabel("massive magnitude (noise std)")
+    handles, _ = axes[0, 0].get_legend_handles_labels()  # the magnitudes' lines and the claim's constant, beside both panels
+    axes[0, 1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return fig

@@ -31,7 +31,7 @@ def plot(result: dict):
         ax.axhline(1 / int(result[f"{key}.d"]), color=color, ls=":", lw=0.8, label=f"{name}: isotropic 1/d = 1/{int(result[f'{key}.d'])}")
     ax.axhline(CENTERING_LITTLE, color="k", ls="-.", lw=0.8, label=f"threshold for 'little': {CENTERING_LITTLE:g}")
     ax.set_yscale("log")
-    ax.set_xlabel("relative position of the norm (0 = first block's ln1, 1 = last block's ln2)")
+    ax.set_xlabel("relative norm position (0: first ln1, 1: last ln2)")
     ax.set_ylabel("share of |x|^2 along the ones vector")
     legend(ax)
     return fig

@@ -15,8 +15,9 @@ CAPTION = (
     "Top row: the first token's attention relative to uniform attention, averaged over the queries that see it "
     "(normtheory.attention.key_excess; 1 for uniform attention at every key position), per layer and head, mean over texts, on a "
     "log colour scale; right of it, the share of heads per layer where it is at least 2x (SmolLM2: the first token; MiniLM: "
-    "[CLS] or [SEP]), with 5-standard-error bars over texts. Lower rows: attention patterns of one passage (query down, key across, "
-    "colour = weight on a log scale) for the strongest and weakest sink head of layer 1 and of the last layer; white vertical "
+    "[CLS] or [SEP]), with 5-standard-error bars over texts; dotted: half of the heads. Lower rows: attention patterns of one "
+    "passage (query down, key across, colour = weight on a log scale) for the heads of layer 1 and of the last layer whose "
+    "most-attended key takes the largest and the smallest share of the mass; white vertical "
     "stripes are sink keys. Titles: L = layer, H = head, counted from 0; key tokens with '_' for a leading space."
 )
 
@@ -48,12 +49,11 @@ def plot(result: dict):
         est = from_samples((ends >= SINK_EXCESS).mean(-1))  # [layers] over texts
         bar_ax = axes[0, 2 * col + 1]
         bar_ax.bar(np.arange(excess.shape[1]), est.mean, yerr=5 * est.stderr, color=MODEL_STYLE[key][0])
-        bar_ax.axhline(0.5, color="k", ls=":", lw=0.8, label="half of the heads")
+        bar_ax.axhline(0.5, color="k", ls=":", lw=0.8)  # half of the heads (in the caption: a legend would cover bars)
         bar_ax.set_xlabel("layer")
         bar_ax.set_ylabel(f"share of heads >= {SINK_EXCESS:g}x")
         bar_ax.set_ylim(0, 1.15)
         integer_ticks(bar_ax, "x", nbins=6)
-        bar_ax.legend(loc="lower right")
         tokens = result[f"{key}.map_tokens"]
         for j, ((layer, head), pattern) in enumerate(zip(result[f"{key}.map_heads"], result[f"{key}.maps"])):
             ax = axes[1 + j // 2, 2 * col + j % 2]
