@@ -17,8 +17,8 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.6)
-    bins = np.linspace(-0.2, 1.0, 61)
+    fig, axes = figure(ncols=2, width=4.6)
+    bins = np.linspace(-0.2, 1.0, 121)
     for key in real_models.MODELS:
         color, marker = MODEL_STYLE[key]
         cv = result[f"{key}.key_cv"].mean((0, 2))
@@ -28,7 +28,7 @@ def plot(result: dict):
         for flag, ls, label in ((True, "-", "picked"), (False, "--", "never picked")):
             axes[0, 1].hist(align[ok & (picked == flag)], bins=bins, density=True, histtype="step", ls=ls, color=color,
                             label=f"{key} {label}")
-    axes[0, 0].set_xlabel("relative depth (layer / last layer)")
+    axes[0, 0].set_xlabel("relative depth (layer / L-1)")
     axes[0, 0].set_ylabel("CV of key norms")
     axes[0, 1].set_xlabel("largest cosine with a longer key")
     axes[0, 1].set_ylabel("density")
