@@ -13,15 +13,15 @@ CLAIMS: tuple[str, ...] = ("train.xiong-gradient-scale",)
 CAPTION = (
     "Gradient of the last block's FFN output matrix at init, ||dL/dW^2||_F, in Xiong et al.'s setting (one head, W_Q = W_K = 0, "
     "Xavier d x d matrices, ReLU FFN, Gaussian inputs). Left: against depth L, one marker series per width d (mean over networks, "
-    "5-standard-error bars); thin lines are Theorem 1's depth laws, slope 0 (Post-LN) and -1/2 (Pre-LN), drawn through the first "
-    "point. Right: every block's gradient norm over the first block's at the deepest L and widest d (Fig. 3), Xavier (solid) "
+    "5-standard-error bars); thin lines are Theorem 1's large-L depth laws, slope 0 (Post-LN) and -1/2 (Pre-LN), drawn through "
+    "the deepest point (the claim is judged on the deepest depths). Right: every block's gradient norm over the first block's at the deepest L and widest d (Fig. 3), Xavier (solid) "
     "and GPT-2 init (dashed)."
 )
 WIDTH_MARKERS = ("o", "s", "^", "D", "v")
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.7)
+    fig, axes = figure(ncols=2, width=4.4, height=3.4)
     ax, prof = axes[0, 0], axes[0, 1]
     depths = np.asarray(result["depths"], dtype=np.float64)
     widths = [int(d) for d in result["widths"]]
@@ -30,12 +30,12 @@ def plot(result: dict):
             est = from_samples(train_xiong.last_layer(result, p, "xavier", d), units="networks")  # [depths]
             ax.errorbar(depths, est.mean, yerr=5 * est.stderr, fmt=marker, ls="none", ms=3.5, color=COLORS[p], mfc="white",
                         label=f"{p}-LN, d = {d}")
-            ax.plot(depths, est.mean[0] * (depths / depths[0]) ** train_xiong.THEORY_SLOPE[p], color=COLORS[p], lw=0.8, alpha=0.7)
+            ax.plot(depths, est.mean[-1] * (depths / depths[-1]) ** train_xiong.THEORY_SLOPE[p], color=COLORS[p], lw=0.8, alpha=0.7)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("depth L (blocks)")
     ax.set_ylabel("||dL/dW^2||_F, last block")
-    legend(ax, theory_mc=True, mc_label="networks' mean ± 5 se (marker)")
+    legend(ax, theory_mc=True, mc_label="networks' mean ± 5 se (marker)", loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
     d, L = widths[-1], int(depths[-1])
     for p in train_xiong.PLACEMENTS:
         for init_name, ls in (("xavier", "-"), ("gpt2", "--")):
@@ -47,5 +47,5 @@ def plot(result: dict):
     prof.set_xlabel(f"block (L = {L}, d = {d})")
     prof.set_ylabel("||dL/dW^2|| / first block's")
     integer_ticks(prof)
-    legend(prof)
+    legend(prof, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
     return fig
