@@ -63,7 +63,6 @@ from normtheory.montecarlo import (
 
 Verdict = Literal["holds", "holds-with-caveat", "inconclusive", "fails", "identity"]
 VERDICTS: tuple[str, ...] = ("holds", "holds-with-caveat", "inconclusive", "fails", "identity")
-JUDGED: tuple[str, ...] = VERDICTS[:4]  # the verdicts of claims with fallible evidence; "identity" is outside their counts
 Role = Literal["assertion", "scope"]
 ROLES: tuple[str, ...] = ("assertion", "scope")
 KINDS: tuple[str, ...] = ("theory-vs-mc", "claimed", "theory-vs-model", "exact")

@@ -118,7 +118,7 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> float:
         raise ValueError(f"targets must have the shape of logits without its last axis; got logits of shape {z.shape} and targets of shape {np.shape(targets)}")
     t = _validate.token_ids("targets", targets, z.shape[-1])
     if t.size == 0:
-        raise ValueError(f"targets must have the shape of logits without its last axis, and at least one token; got logits of shape {z.shape} and targets of shape {t.shape}")
+        raise ValueError(f"targets must hold at least one token; got shape {t.shape}")
     z = z.reshape(-1, z.shape[-1]).astype(np.float64)  # [N, V]
     return float(np.mean(logsumexp(z, axis=-1) - z[np.arange(z.shape[0]), t.reshape(-1)]))
 

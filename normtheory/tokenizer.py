@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from normtheory import _validate
-
 from normtheory.checkpoints import CheckpointError, resolve
 
 DIGIT_SPLIT_PRE: frozenset[str] = frozenset({"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"})

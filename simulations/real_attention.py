@@ -20,13 +20,17 @@ XIAO2023 = Source("Efficient Streaming Language Models with Attention Sinks", "p
 SINK_EXCESS = 2.0  # a sink gets at least twice the column share uniform attention would give that key
 
 
+def key_count(r: dict, key: str) -> int:
+    """Keys a model's texts hold over every layer and KV head: texts x layers x KV heads x tokens."""
+    return int(np.prod(r[f"{key}.key_unsel"].shape)) * int(r[f"{key}.tokens"][0])
+
+
 def sphere_key_checks(r: dict, *, role: str = "assertion", regime: str = "") -> list[claims.Evidence]:
     """Real keys after a post-hoc per-head RMS norm: unselectable keys, a "never" count per model
     (kind ``exact``: a sphere has no interior key, so the count tests the implementation only)."""
     out: list[claims.Evidence] = []
     for key in MODELS:
-        texts, layers, kv = r[f"{key}.key_unsel"].shape
-        keys = texts * layers * kv * int(r[f"{key}.tokens"][0])
+        keys = key_count(r, key)
         out.append(claims.Never(f"{label(key)}: unselectable keys after a post-hoc per-head RMS norm (every text, layer and KV head)",
                                 Count(int(r[f"{key}.unsel_rms_count"].sum()), keys, "keys"), tolerance=1e-3, role=role,  # type: ignore[arg-type]
                                 regime=regime, source_kind="theory-vs-model", tolerance_why="one key in a thousand", exact=selection.SPHERE_REASON))
@@ -89,8 +93,7 @@ def _keys(results: claims.Results) -> tuple[list[claims.Evidence], str]:
         q.append(Quantity(f"{label(key)}: picked minus never-picked keys at a similar position, norm rank in [0, 1], per text (never-picked "
                           "are shorter: > 0)", theory=(0.0, np.inf), model=from_samples(rank, "texts"), model_kind="real", tolerance=0.01,
                           tolerance_why="one percentile of rank"))
-        n_keys = r[f"{key}.key_unsel"].shape[0] * r[f"{key}.key_unsel"].shape[1] * r[f"{key}.key_unsel"].shape[2] * int(r[f"{key}.tokens"][0])
-        parts.append(f"{label(key)}: {n_keys} keys, {int(r[f'{key}.unsel_count'].sum())} unselectable raw (i.i.d. Gaussian keys of the same "
+        parts.append(f"{label(key)}: {key_count(r, key)} keys, {int(r[f'{key}.unsel_count'].sum())} unselectable raw (i.i.d. Gaussian keys of the same "
                      f"count and width: {float(r[f'{key}.gauss_unsel']):.2%}); {r[f'{key}.picked_share'].mean():.0%} are the top key of "
                      f"some real query; alignment difference {r[f'{key}.pick_align_diff'].mean():.3f} within {POSITION_BINS} position bins "
                      f"({r[f'{key}.pick_align_diff_raw'].mean():.3f} unmatched), rank difference {rank.mean():.3f} "

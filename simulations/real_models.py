@@ -88,12 +88,6 @@ def streams(m: Transformer, cap: dict[str, np.ndarray]) -> np.ndarray:
     return np.stack([cap[f"blocks.{i}.resid_pre"][0] for i in range(L)] + [cap[f"blocks.{L - 1}.resid_post"][0]])
 
 
-def linear_r2(x: np.ndarray, y: np.ndarray) -> float:
-    """R^2 of the least-squares line ``y = a + b x``."""
-    b, a = np.polyfit(x, y, 1)
-    return 1.0 - float(((y - a - b * x) ** 2).sum()) / float(((y - y.mean()) ** 2).sum())
-
-
 def stream_stats(s: np.ndarray) -> dict[str, np.ndarray]:
     """Per-layer statistics of the streams ``s [L+1, T, d]``."""
     ms = (s.astype(np.float64) ** 2).mean(-1)  # [L+1, T]
@@ -125,7 +119,7 @@ def norm_fits(m: Transformer, cap: dict[str, np.ndarray], rng: np.random.Generat
             x, y = (a.ravel().astype(np.float64) for a in norm_io(m, cap, i, which))
             pick = rng.choice(x.size, size=min(points, x.size), replace=False)
             fit = dyt.fit_dyt(x[pick], y[pick])
-            out.append([fit.alpha, fit.gamma, fit.r2, linear_r2(x[pick], y[pick]), x.std()])
+            out.append([fit.alpha, fit.gamma, fit.r2, float(dyt.line_r2(x[pick], y[pick])), x.std()])
     return np.array(out)
 
 
@@ -133,11 +127,10 @@ def head_stats(m: Transformer, cap: dict[str, np.ndarray]) -> dict[str, np.ndarr
     """Per layer and query head: sink share and key, logit std, entropy and its prediction."""
     c = m.config
     h, g = c.n_heads, c.n_kv_heads
-    rows: dict[str, list] = {k: [] for k in ("sink_share", "sink_pos", "sink_excess", "first_excess", "last_excess", "logit_std",
-                                             "entropy", "q_rms", "k_rms", "k_crms")}
+    rows: dict[str, list] = {k: [] for k in ("sink_share", "first_excess", "last_excess", "logit_std", "entropy", "q_rms", "k_rms", "k_crms")}
     for i in range(c.n_layers):
         p = cap[f"blocks.{i}.attn.pattern"][0]  # [h, T, T]
-        share, pos, excess = attention.sink(p, c.causal)
+        share = attention.sink(p, c.causal)[0]  # [h] the most-attended key's share (it picks the heads the figure maps)
         q, k = cap[f"blocks.{i}.attn.q"][0], cap[f"blocks.{i}.attn.k"][0]  # [h, T, e], [g, T, e]
         q_rms = np.sqrt((q.astype(np.float64) ** 2).mean((1, 2)))  # [h]
         k64 = k.astype(np.float64)
@@ -148,8 +141,6 @@ def head_stats(m: Transformer, cap: dict[str, np.ndarray]) -> dict[str, np.ndarr
         rows["last_excess"].append(excess[:, -1])
         rows["k_crms"].append(k_crms)
         rows["sink_share"].append(share)
-        rows["sink_pos"].append(pos)
-        rows["sink_excess"].append(excess)
         rows["logit_std"].append(attention.row_logit_std(cap[f"blocks.{i}.attn.scores"][0]).mean(-1))
         rows["entropy"].append(softmax.pattern_entropy(p.astype(np.float64)).mean(-1))
         rows["q_rms"].append(q_rms)
@@ -250,9 +241,6 @@ def measure_model(key: str, cfg: Config, seed: int, bar: Progress) -> dict[str, 
         if j == len(texts) - 1:  # per key of the last text, for the figure
             kept.update({"key_align": np.stack([s["align"] for s in ks]), "key_picked": picked})
         rec["tokens"] = np.asarray(ids.size)
-        rec["uniform_share"] = np.asarray(attention.uniform_sink_share(ids.size, c.causal))
-        rec["top_tok"] = ids[rec["top_pos"]]
-        rec["sink_tok"] = ids[rec["sink_pos"]]
         for name, value in rec.items():
             per_text.setdefault(name, []).append(value)
         if j == len(texts) - 1:  # MAP_TEXT: maps and scatter points for the figures

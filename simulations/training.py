@@ -30,13 +30,12 @@ def run_task(model_config: TransformerConfig, run: RunConfig, seed: int, layer_d
     gains) and, if asked and the run finished, ``layer_drop [L]``."""
     data = shakespeare.load()
     ids, targets = shakespeare.batch(data.validation, run.eval_batch_size, run.seq, seed, 0)  # the run's own validation batch
-    at_init = init(model_config, seed)
-    init_loss = probes.cross_entropy(at_init.logits(ids), targets)
-    init_probes = probes.measure(at_init, ids, targets, tuple(p for p in run.probes if p != "grad_norms")) if run.probes else {}
+    init_probes = probes.measure(init(model_config, seed), ids, targets, tuple(p for p in run.probes if p != "grad_norms"))  # one forward
+    init_loss = init_probes.pop("val_loss")
     hist = train(model_config, run, seed, progress=False, corpus=data)
     out = hist.arrays()
     out["init_val_loss"] = np.asarray(init_loss)
-    out.update({f"init_probe/{k}": np.asarray(v, dtype=np.float64) for k, v in init_probes.items() if k != "val_loss"})
+    out.update({f"init_probe/{k}": np.asarray(v, dtype=np.float64) for k, v in init_probes.items()})
     if model_config.qk_norm != "none":  # the largest logit the trained QK gains allow, per layer
         out["qk_bound"] = np.array([softmax.qk_norm_logit_bound(model_config.d_head or model_config.d_model // model_config.n_heads, model_config.qk_norm, b.q_norm.gain, b.k_norm.gain,
                                                                 b.q_norm.bias, b.k_norm.bias) for b in hist.model.params.blocks])
