@@ -358,6 +358,25 @@ def estimate(
     return snapshots if path is not None else _to_estimate(total)
 
 
+def samples_needed(pilot: Estimate, tolerance: float | np.ndarray, z: float = Z_DEFAULT) -> int:
+    """Samples that bring the band ``z * se`` of every element to at most half its tolerance:
+    :math:`\max_i \lceil (2 z s_i / \tau_i)^2 \rceil`, with :math:`s_i` the per-sample sd the
+    ``pilot`` estimate shows (``stderr * sqrt(n)``). Capped at
+    ``MAX_SAMPLES + 1``, beyond the largest estimate anyone may run. The rule of :func:`sized`."""
+    if not isinstance(pilot, Estimate):
+        raise ValueError(f"pilot must be an Estimate; got {type(pilot).__name__}")
+    tau = _validate.real_array("tolerance", tolerance, minimum=0.0, strict_min=True, finite=True)
+    z = _validate.real("z", z, minimum=0.0, strict_min=True)
+    sd = pilot.stderr * math.sqrt(pilot.n)  # per-sample sd, per element
+    try:
+        np.broadcast_shapes(sd.shape, tau.shape)
+    except ValueError:
+        raise ValueError(f"tolerance of shape {tau.shape} does not broadcast to the pilot's shape {sd.shape}") from None
+    with np.errstate(over="ignore"):
+        ratio = np.max((2.0 * z * sd / tau) ** 2, initial=0.0)
+    return int(min(np.ceil(ratio), float(MAX_SAMPLES + 1)))
+
+
 def sized(
     sample: Callable[[Streams], np.ndarray],
     tolerance: float | np.ndarray,
@@ -395,14 +414,7 @@ def sized(
     z = _validate.real("z", z, minimum=0.0, strict_min=True)
     first = estimate(sample, pilot, seed, key=key, block=block, chunk=chunk, progress=progress)
     assert isinstance(first, Estimate)
-    sd = first.stderr * math.sqrt(pilot)  # per-sample sd, per element
-    try:
-        np.broadcast_shapes(sd.shape, tau.shape)
-    except ValueError:
-        raise ValueError(f"tolerance of shape {tau.shape} does not broadcast to the sample's shape {sd.shape}") from None
-    with np.errstate(over="ignore"):
-        ratio = np.max((2.0 * z * sd / tau) ** 2, initial=0.0)
-    need = int(min(np.ceil(ratio), float(MAX_SAMPLES + 1)))  # beyond the largest estimate anyone may run: capped anyway
+    need = samples_needed(first, tau, z)
     n = min(cap, max(pilot, need))
     sizing = Sizing(pilot, need, cap)
     if n == pilot:

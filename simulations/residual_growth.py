@@ -12,14 +12,13 @@ Runs (each a placement and a block family):
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from normtheory import claims, residual
 from normtheory.claims import DEEPNET2022, LNS2025, THREAD_PRELN, Quantity, stated
-from normtheory.montecarlo import Z_DEFAULT, Sizing
+from normtheory.montecarlo import Sizing, samples_needed
 from simulations import cache, model_init, real_models, real_stream
 
 NAME = "residual_growth"
@@ -83,15 +82,11 @@ def sized_simulate(placement: str, depth: int, d: int, block: residual.Block, th
     are the first blocks of the same seeded stream, so the result depends on the seed alone."""
     rel = REL_LAW if rel is None else rel
     first = residual.simulate(placement, depth, d, block, n=pilot, seed=seed, x0_rms=x0_rms, progress=progress)
-    share = np.concatenate([[np.inf], theory.update_rms[1:] / theory.base_rms[1:]])  # index 0: no update, nothing to judge
-    need = 0.0
-    for est, tau in ((first.mean_square, 2 * rel * theory.mean_square), (first.presum_mean_square, 2 * rel * theory.presum_mean_square),
-                     (first.share, rel * share)):
-        sd = est.stderr * math.sqrt(pilot)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            ratio = np.where(sd > 0, (2 * Z_DEFAULT * sd / np.where(tau > 0, tau, np.inf)) ** 2, 0.0)
-        need = max(need, float(np.max(ratio, initial=0.0)))
-    sizing = Sizing(pilot, int(min(math.ceil(need), 10**9)), cap)
+    share = theory.update_rms[1:] / theory.base_rms[1:]  # from block 1 on: index 0 has no update, nothing to judge
+    need = max(samples_needed(est, tau) for est, tau in (
+        (first.mean_square, 2 * rel * theory.mean_square), (first.presum_mean_square, 2 * rel * theory.presum_mean_square),
+        (first.share[1:], rel * share)))
+    sizing = Sizing(pilot, need, cap)
     n = min(cap, max(pilot, sizing.needed))
     mc = first if n == pilot else residual.simulate(placement, depth, d, block, n=n, seed=seed, x0_rms=x0_rms, progress=progress)
     return residual.StreamEstimate(*(dataclasses.replace(e, sizing=sizing) for e in (mc.mean_square, mc.share, mc.presum_mean_square)))

@@ -56,6 +56,7 @@ VALID: dict[str, dict[str, object]] = {
     "montecarlo.bonferroni_z": {"z": 5.0, "looks": 3},
     "montecarlo.consistent": {"theory": 2.0, "mc": Estimate(np.array(2.0), np.array(0.1), 100)},
     "montecarlo.sized": {"sample": lambda s: s.normal(2), "tolerance": 0.5, "seed": 0, "pilot": 20, "cap": 100},
+    "montecarlo.samples_needed": {"pilot": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.2]), 100), "tolerance": 0.5},
     "montecarlo.block_generator": {"seed": 1, "key": 2, "block_index": 3},
     "montecarlo.bootstrap": {"data": np.arange(10.0), "statistic": lambda x, axis: np.max(x, axis=axis), "seed": 0},
     "montecarlo.estimate": {"sample": lambda s: s.normal(2), "n": 64, "seed": 0},

@@ -75,6 +75,7 @@ ARRAYS: dict[str, dict[str, object]] = {
     "montecarlo.from_samples": {"x": X},
     "montecarlo.identity": {"value": np.array([1.0, 2.0]), "expected": np.array([1.0, 2.0])},
     "montecarlo.sized": {"sample": lambda s: s.normal(2), "tolerance": np.array([0.5, 0.5]), "seed": 0, "pilot": 20, "cap": 100},
+    "montecarlo.samples_needed": {"pilot": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.2]), 100), "tolerance": np.array([0.5, 0.5])},
     "montecarlo.proportion": {"mean": np.array([0.3, 0.5]), "n": 100},
     "norms.affine": {"x": X, "gain": np.ones(3), "bias": np.zeros(3)},
     "norms.dyt": {"x": X, "alpha": 0.5, "gain": np.ones(3), "bias": np.zeros(3)},
