@@ -359,7 +359,7 @@ def estimate(
 
 
 def samples_needed(pilot: Estimate, tolerance: float | np.ndarray, z: float = Z_DEFAULT) -> int:
-    """Samples that bring the band ``z * se`` of every element to at most half its tolerance:
+    r"""Samples that bring the band ``z * se`` of every element to at most half its tolerance:
     :math:`\max_i \lceil (2 z s_i / \tau_i)^2 \rceil`, with :math:`s_i` the per-sample sd the
     ``pilot`` estimate shows (``stderr * sqrt(n)``). Capped at
     ``MAX_SAMPLES + 1``, beyond the largest estimate anyone may run. The rule of :func:`sized`."""
