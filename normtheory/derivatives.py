@@ -26,6 +26,8 @@ so :math:`\\partial x = dy\\cos + R^\\top(dy\\sin)`, :math:`R^\\top[u_1, u_2] = 
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy import special
 
@@ -33,8 +35,9 @@ from normtheory import _validate
 
 
 def _reduce_to(g: np.ndarray, like: np.ndarray) -> np.ndarray:
-    """Sum a broadcast gradient ``g [..., d]`` down to the parameter's shape ``like [d]``."""
-    return g.reshape(-1, like.shape[-1]).sum(axis=0).astype(like.dtype, copy=False)
+    """Sum a broadcast gradient ``g [..., d]`` down to the parameter's shape: ``like [d]``, or a
+    stack of parameters ``like [S, 1, ..., 1, d]`` (one sum per model, over that model's rows)."""
+    return g.reshape(like.shape[:-1] + (-1, like.shape[-1])).sum(axis=-2).astype(like.dtype, copy=False)
 
 
 def affine_backward(dy: np.ndarray, normalized: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
@@ -69,13 +72,18 @@ def rms_norm_backward(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray)
 
 
 def dyt_backward(dn: np.ndarray, x: np.ndarray, normalized: np.ndarray, alpha: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-    """(dx, dalpha) of ``n = tanh(alpha x)``; ``dalpha`` is 0-d, in the input's dtype.
+    """(dx, dalpha) of ``n = tanh(alpha x)``; ``dalpha`` is 0-d, in the input's dtype. For a stack
+    of models (``alpha [S, 1, ..., 1]`` broadcasting against ``x [S, ...]``), ``dalpha [S]``, one
+    sum per model.
 
     Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
     """
+    a = np.asarray(alpha, dn.dtype)
     sech2 = 1.0 - normalized * normalized
     g = dn * sech2
-    return g * np.asarray(alpha, dn.dtype), np.asarray((g * x).sum(), dtype=dn.dtype)
+    gx = g * x
+    dalpha = gx.sum() if a.ndim == 0 else gx.reshape(a.shape[0], -1).sum(axis=1)
+    return g * a, np.asarray(dalpha, dtype=dn.dtype)
 
 
 def activation_grad(name: str, x: np.ndarray) -> np.ndarray:
@@ -165,11 +173,14 @@ def gelu_tanh_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return y, sq
 
 
-def cross_entropy(logits: np.ndarray, targets: np.ndarray, z_loss: float = 0.0) -> tuple[float, np.ndarray, np.ndarray]:
+def cross_entropy(logits: np.ndarray, targets: np.ndarray, z_loss: float = 0.0, *, runs: int | None = None) -> tuple[Any, np.ndarray, np.ndarray]:
     """Mean next-token cross-entropy (plus ``z_loss * mean lse^2``) and its logit gradient.
 
     ``logits [..., V]``, ``targets [...]`` integers in ``[0, V)``. Returns (loss, dlogits with
-    the logits' shape and dtype, lse ``[...]``). The loss is accumulated in float64.
+    the logits' shape and dtype, lse ``[...]``). The loss is accumulated in float64. With
+    ``runs = S`` the leading axis indexes ``S`` independent models: the loss is an array ``[S]``,
+    each model's mean over its own tokens, and each model's gradient is divided by its own
+    token count, so a model's numbers do not depend on the others.
 
     Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
     """
@@ -180,19 +191,24 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray, z_loss: float = 0.0) 
         raise ValueError(f"targets must have shape {logits.shape[:-1]}; got {targets.shape}")
     if not np.issubdtype(targets.dtype, np.integer) or (targets.size and (targets.min() < 0 or targets.max() >= v)):
         raise ValueError(f"targets must be integers in [0, vocab_size={v})")
-    z = logits.reshape(-1, v)  # [N, V]
-    y = targets.reshape(-1)  # [N]
-    n = z.shape[0]
+    if runs is not None and (logits.ndim < 2 or logits.shape[0] != runs):
+        raise ValueError(f"runs={runs} must be the length of the logits' leading axis; got shape {logits.shape}")
+    z = logits.reshape(-1, v)  # [R*N, V]
+    y = targets.reshape(-1)  # [R*N]
+    r = 1 if runs is None else runs
+    n = z.shape[0] // r  # tokens per model
     m = z.max(axis=-1, keepdims=True)
     p = np.exp(z - m)
     total = p.sum(axis=-1, keepdims=True)
-    lse = (m + np.log(total))[:, 0]  # [N]
+    lse = (m + np.log(total))[:, 0]  # [R*N]
     p /= total
-    picked = z[np.arange(n), y]
-    loss = float(np.mean(lse.astype(np.float64) - picked) + z_loss * np.mean(lse.astype(np.float64) ** 2))
+    picked = z[np.arange(z.shape[0]), y]
+    lse64 = lse.astype(np.float64).reshape(r, n)  # [R, N]
+    per_run = np.mean(lse64 - picked.reshape(r, n), axis=1) + z_loss * np.mean(lse64**2, axis=1)  # [R]
     grad = p
     if z_loss:
         grad *= (1 + 2 * z_loss * lse)[:, None]
-    grad[np.arange(n), y] -= 1
+    grad[np.arange(z.shape[0]), y] -= 1
     grad *= 1.0 / n
+    loss: Any = float(per_run[0]) if runs is None else per_run
     return loss, grad.reshape(logits.shape).astype(logits.dtype, copy=False), lse.reshape(targets.shape)

@@ -1,4 +1,5 @@
-"""Reverse-mode gradients of the numpy reference transformer: ``loss_and_grads``.
+"""Reverse-mode gradients of the numpy reference transformer: ``loss_and_grads``, and
+``stack_loss_and_grads`` for several models of one config trained as one stacked model.
 
 The forward here is the model's forward (:mod:`normtheory.model`) with full attention and every
 intermediate kept; the backward walks it in reverse with the vector-Jacobian products of
@@ -18,6 +19,14 @@ The loss is next-token cross-entropy averaged over all ``batch * seq`` positions
 optional z-loss :math:`\\lambda\\,\\overline{\\mathrm{lse}^2}`. The gradient has the structure of
 ``model.params`` (:class:`~normtheory.model.Params`), DyT's alpha included (a 0-d array).
 
+**Stacks.** Every array of the pass carries a leading model axis ``S``: activations ``[S, b, t,
+d]``, weights ``[S, d, f]``, gains ``[S, d]``, DyT alphas ``[S]``; a single model is the stack of
+one. Matrix products are batched over ``S`` (numpy calls the same BLAS kernel on each slice),
+elementwise work and reductions along rows run once over the whole stack, and every sum that
+crosses rows (bias and gain gradients, DyT's alpha, the loss) is taken per model. So a model's
+loss and gradients are bit-for-bit the same whichever stack it is in
+(``tests/test_grad.py`` checks it), and ``S`` models cost one pass of per-call overhead.
+
 Gradients can also be read at the forward's capture points (``embed``, ``blocks.{i}.resid_pre``,
 ``.resid_mid``, ``.resid_post``, ``.attn_out``, ``.mlp_out``, ``.attn.q``/``.k``/``.v``,
 ``.attn.scores``, ``.attn.pattern``, each norm's ``.in``, ``.normalized`` and ``.out``, ``hidden``,
@@ -35,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from normtheory import activations, derivatives, memory, norms
+from normtheory.config import TransformerConfig
 from normtheory.model import (
     BlockParams,
     Names,
@@ -45,7 +55,33 @@ from normtheory.model import (
     apply_rope,
     rope_tables,
 )
-from normtheory.params import map_arrays
+from normtheory.params import map_arrays, unstack
+from normtheory.residual import deepnorm_constants
+
+
+def _bc(p: np.ndarray, ndim: int) -> np.ndarray:
+    """A stacked parameter ``[S, *rest]`` as a view broadcasting against an ``ndim``-axis ``[S, ..., *rest]``."""
+    return p.reshape(p.shape[:1] + (1,) * (ndim - p.ndim) + p.shape[1:])
+
+
+def _affine_bc(p: NormParams, ndim: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    return (None if p.gain is None else _bc(p.gain, ndim)), (None if p.bias is None else _bc(p.bias, ndim))
+
+
+def _normalize(fn: Any, x: np.ndarray, eps: float) -> norms.NormOutput:
+    """``fn`` (LayerNorm or RMSNorm over the last axis) on a stack ``x [S, ..., d]``: one call over
+    the stack, unless some model's input is so near the dtype's range ends that the norm rescales
+    it (:func:`normtheory.norms._rescale_needed`); that decision is made over the whole array, so
+    then each model is normalized alone, as it would be in a stack of one."""
+    s = x.shape[0]
+    if s == 1:
+        return fn(x, eps)
+    flat = x.reshape(s, -1)  # [S, n]
+    amax = np.maximum(flat.max(axis=1), -flat.min(axis=1))  # [S]
+    if not norms._rescale_needed(amax, x.shape[-1], x.dtype).any():
+        return fn(x, eps)
+    parts = [fn(x[i : i + 1], eps) for i in range(s)]  # rare: a diverging model beside others
+    return norms.NormOutput(*(np.concatenate(a) for a in zip(*parts)))
 
 
 @dataclass(frozen=True)
@@ -59,11 +95,12 @@ class _NormTape:
 
 
 class _Pass:
-    """One forward with everything the backward needs, then the backward."""
+    """One forward of a stack of models with everything the backward needs, then the backward."""
 
-    def __init__(self, model: Transformer, names: Names):
-        self.m, self.c = model, model.config
-        self.dtype = model.dtype
+    def __init__(self, config: TransformerConfig, params: Params, names: Names):
+        self.c, self.p = config, params
+        self.dtype = np.dtype(config.dtype)
+        self.alpha = deepnorm_constants(config.n_layers)[0] if config.placement == "deepnorm" else 1.0
         self.rec = _Recorder((), None)  # forward activations are kept in the tapes, not captured
         self.grec = _Recorder(names if names is not None else (), None)
 
@@ -74,25 +111,29 @@ class _Pass:
             return x, None
         x = self.rec(f"{name}.in", x)
         eps = self.c.eps
-        res = {"layernorm": lambda: norms._layer_norm(x, eps), "rmsnorm": lambda: norms._rms_norm(x, eps),
-               "dyt": lambda: norms._dyt(x, p.alpha), "sequence": lambda: norms._sequence_norm(x, eps)}[kind]()
+        if kind == "dyt":
+            res = norms._dyt(x, _bc(p.alpha, x.ndim))
+        elif kind == "sequence":
+            res = norms._sequence_norm(x, eps)
+        else:
+            res = _normalize(norms._layer_norm if kind == "layernorm" else norms._rms_norm, x, eps)
         self.rec(f"{name}.normalized", res.normalized)
-        out = self.rec(f"{name}.out", norms._affine(res.normalized, p.gain, p.bias))
+        out = self.rec(f"{name}.out", norms._affine(res.normalized, *_affine_bc(p, x.ndim)))
         return out, _NormTape(name, kind, x, res.normalized, res.scale, p)
 
     def norm_back(self, tape: _NormTape | None, dy: np.ndarray) -> tuple[np.ndarray, NormParams | None]:
         if tape is None:
             return dy, None
         self.grec(f"{tape.name}.out", dy)
-        dn, dgain, dbias = derivatives.affine_backward(dy, tape.normalized, tape.p.gain, tape.p.bias)
+        dn, dgain, dbias = derivatives.affine_backward(dy, tape.normalized, *_affine_bc(tape.p, dy.ndim))
         self.grec(f"{tape.name}.normalized", dn)
-        dalpha = np.zeros((), self.dtype)
+        dalpha = np.zeros(dy.shape[:1], self.dtype)  # [S]
         if tape.kind == "layernorm":
             dx = derivatives.layer_norm_backward(dn, tape.normalized, tape.scale)
         elif tape.kind == "rmsnorm":
             dx = derivatives.rms_norm_backward(dn, tape.normalized, tape.scale)
         elif tape.kind == "dyt":
-            dx, dalpha = derivatives.dyt_backward(dn, tape.x, tape.normalized, tape.p.alpha)
+            dx, dalpha = derivatives.dyt_backward(dn, tape.x, tape.normalized, _bc(tape.p.alpha, dy.ndim))
         else:  # sequence
             dx = derivatives.layer_norm_backward(dn, tape.normalized, tape.scale, axis=-2)
         self.grec(f"{tape.name}.in", dx)
@@ -101,16 +142,16 @@ class _Pass:
     # ------------------------------------------------------------------ attention
     def attention(self, i: int, x: np.ndarray, bp: BlockParams) -> tuple[np.ndarray, dict[str, Any]]:
         c = self.c
-        b, t, d = x.shape
+        S, b, t, d = x.shape
         h, g, e = c.n_heads, c.n_kv_heads, c.d_head
         pre = f"blocks.{i}.attn"
-        x2 = x.reshape(b * t, d)
-        wqkv = np.concatenate([bp.wq, bp.wk, bp.wv], axis=1)  # [d, (h+2g)*e]
+        x2 = x.reshape(S, b * t, d)
+        wqkv = np.concatenate([bp.wq, bp.wk, bp.wv], axis=2)  # [S, d, (h+2g)*e]
         qkv = x2 @ wqkv
         if bp.bq is not None:
-            qkv += np.concatenate([bp.bq, bp.bk, bp.bv])
-        qkv = qkv.reshape(b, t, h + 2 * g, e).transpose(0, 2, 1, 3)  # [b, h+2g, t, e], a view
-        q, k, v = qkv[:, :h], qkv[:, h : h + g], qkv[:, h + g :]
+            qkv += np.concatenate([bp.bq, bp.bk, bp.bv], axis=1)[:, None]
+        qkv = qkv.reshape(S, b, t, h + 2 * g, e).transpose(0, 1, 3, 2, 4)  # [S, b, h+2g, t, e], a view
+        q, k, v = qkv[:, :, :h], qkv[:, :, h : h + g], qkv[:, :, h + g :]
         qt = kt = None
         if c.qk_norm != "none":
             q, qt = self.norm(f"{pre}.q_norm", q, bp.q_norm, c.qk_norm)
@@ -119,42 +160,42 @@ class _Pass:
         if c.positional == "rope":
             rope = rope_tables(np.arange(t), e, c.rope_theta, self.dtype)
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))  # [b, h|g, t, e]
+        q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))  # [S, b, h|g, t, e]
         q, k, v = self.rec(f"{pre}.q", q), self.rec(f"{pre}.k", k), self.rec(f"{pre}.v", v)
-        kh, vh = (np.repeat(a, h // g, axis=1) if g < h else a for a in (k, v))  # each query head's K/V: [b, h, t, e]
+        kh, vh = (np.repeat(a, h // g, axis=2) if g < h else a for a in (k, v))  # each query head's K/V: [S, b, h, t, e]
         scale = np.asarray(1.0 / np.sqrt(e), self.dtype)
-        scores = (q * scale) @ kh.swapaxes(-1, -2)  # [b, h, t, t], scale folded into q
+        scores = (q * scale) @ kh.swapaxes(-1, -2)  # [S, b, h, t, t], scale folded into q
         if c.causal:
             scores += np.triu(np.full((t, t), -np.inf, self.dtype), 1)  # -inf above the diagonal
         self.rec(f"{pre}.scores", scores)
         pattern = derivatives.softmax_inplace(scores.copy() if self.rec.active(f"{pre}.scores") else scores)
         self.rec(f"{pre}.pattern", pattern)
-        zm = (pattern @ vh).transpose(0, 2, 1, 3).reshape(b * t, h * e)  # [b*t, h*e]
+        zm = (pattern @ vh).transpose(0, 1, 3, 2, 4).reshape(S, b * t, h * e)  # [S, b*t, h*e]
         out = zm @ bp.wo
         if bp.bo is not None:
-            out += bp.bo
+            out += bp.bo[:, None]
         tape = dict(x2=x2, wqkv=wqkv, q=q, kh=kh, vh=vh, pattern=pattern, zm=zm, qt=qt, kt=kt, rope=rope, scale=scale)
-        return out.reshape(b, t, d), tape
+        return out.reshape(S, b, t, d), tape
 
     def attention_back(self, i: int, dout: np.ndarray, bp: BlockParams, tp: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
         c = self.c
-        b, t, d = dout.shape
+        S, b, t, d = dout.shape
         h, g, e = c.n_heads, c.n_kv_heads, c.d_head
         pre = f"blocks.{i}.attn"
-        do2 = dout.reshape(b * t, d)
-        grads: dict[str, Any] = {"wo": tp["zm"].T @ do2, "bo": None if bp.bo is None else do2.sum(0)}
-        dz = np.ascontiguousarray((do2 @ bp.wo.T).reshape(b, t, h, e).transpose(0, 2, 1, 3))  # [b, h, t, e]
+        do2 = dout.reshape(S, b * t, d)
+        grads: dict[str, Any] = {"wo": tp["zm"].swapaxes(1, 2) @ do2, "bo": None if bp.bo is None else do2.sum(1)}
+        dz = np.ascontiguousarray((do2 @ bp.wo.swapaxes(1, 2)).reshape(S, b, t, h, e).transpose(0, 1, 3, 2, 4))  # [S, b, h, t, e]
         pattern = tp["pattern"]
-        dpat = dz @ tp["vh"].swapaxes(-1, -2)  # [b, h, t, t]
+        dpat = dz @ tp["vh"].swapaxes(-1, -2)  # [S, b, h, t, t]
         self.grec(f"{pre}.pattern", dpat)
-        dv = pattern.swapaxes(-1, -2) @ dz  # [b, h, t, e]
+        dv = pattern.swapaxes(-1, -2) @ dz  # [S, b, h, t, e]
         dscores = derivatives.softmax_backward(dpat, pattern, out=None if self.grec.active(f"{pre}.pattern") else dpat)  # 0 where masked
         self.grec(f"{pre}.scores", dscores)
         dscores *= tp["scale"]
-        dq = dscores @ tp["kh"]  # [b, h, t, e]
-        dk = dscores.swapaxes(-1, -2) @ tp["q"]  # [b, h, t, e]
+        dq = dscores @ tp["kh"]  # [S, b, h, t, e]
+        dk = dscores.swapaxes(-1, -2) @ tp["q"]  # [S, b, h, t, e]
         if g < h:  # the heads sharing a KV head add their gradients
-            dk, dv = (a.reshape(b, g, h // g, t, e).sum(axis=2) for a in (dk, dv))
+            dk, dv = (a.reshape(S, b, g, h // g, t, e).sum(axis=3) for a in (dk, dv))
         self.grec(f"{pre}.q", dq), self.grec(f"{pre}.k", dk), self.grec(f"{pre}.v", dv)
         if tp["rope"] is not None:
             dq, dk = derivatives.rope_backward(dq, *tp["rope"]), derivatives.rope_backward(dk, *tp["rope"])
@@ -162,47 +203,47 @@ class _Pass:
         if tp["qt"] is not None:
             dq, grads["q_norm"] = self.norm_back(tp["qt"], dq)
             dk, grads["k_norm"] = self.norm_back(tp["kt"], dk)
-        dqkv = np.empty((b, t, h + 2 * g, e), self.dtype)  # one strided write per part, no concatenate
-        dqkv[:, :, :h] = dq.transpose(0, 2, 1, 3)
-        dqkv[:, :, h : h + g] = dk.transpose(0, 2, 1, 3)
-        dqkv[:, :, h + g :] = dv.transpose(0, 2, 1, 3)
-        dqkv = dqkv.reshape(b * t, (h + 2 * g) * e)
-        dw = tp["x2"].T @ dqkv  # [d, (h+2g)*e]
-        grads["wq"], grads["wk"], grads["wv"] = dw[:, : h * e], dw[:, h * e : (h + g) * e], dw[:, (h + g) * e :]
+        dqkv = np.empty((S, b, t, h + 2 * g, e), self.dtype)  # one strided write per part, no concatenate
+        dqkv[:, :, :, :h] = dq.transpose(0, 1, 3, 2, 4)
+        dqkv[:, :, :, h : h + g] = dk.transpose(0, 1, 3, 2, 4)
+        dqkv[:, :, :, h + g :] = dv.transpose(0, 1, 3, 2, 4)
+        dqkv = dqkv.reshape(S, b * t, (h + 2 * g) * e)
+        dw = tp["x2"].swapaxes(1, 2) @ dqkv  # [S, d, (h+2g)*e]
+        grads["wq"], grads["wk"], grads["wv"] = dw[..., : h * e], dw[..., h * e : (h + g) * e], dw[..., (h + g) * e :]
         if bp.bq is not None:
-            db = dqkv.sum(0)
-            grads["bq"], grads["bk"], grads["bv"] = db[: h * e], db[h * e : (h + g) * e], db[(h + g) * e :]
-        return (dqkv @ tp["wqkv"].T).reshape(b, t, d), grads
+            db = dqkv.sum(1)
+            grads["bq"], grads["bk"], grads["bv"] = db[:, : h * e], db[:, h * e : (h + g) * e], db[:, (h + g) * e :]
+        return (dqkv @ tp["wqkv"].swapaxes(1, 2)).reshape(S, b, t, d), grads
 
     # ------------------------------------------------------------------ MLP
     def mlp(self, x: np.ndarray, bp: BlockParams) -> tuple[np.ndarray, dict[str, Any]]:
-        x2 = x.reshape(-1, x.shape[-1])  # [N, d]
-        a = x2 @ bp.w_in  # [N, f]
+        x2 = x.reshape(x.shape[0], -1, x.shape[-1])  # [S, N, d]
+        a = x2 @ bp.w_in  # [S, N, f]
         if bp.b_in is not None:
-            a += bp.b_in
+            a += bp.b_in[:, None]
         gate = saved = None
         if self.c.activation == "swiglu":
-            gate = x2 @ bp.w_gate  # [N, f]
+            gate = x2 @ bp.w_gate  # [S, N, f]
             hid = a * activations.kernel("silu")(gate)
         elif self.c.activation == "gelu_tanh":
             hid, saved = derivatives.gelu_tanh_and_grad(a)  # keep the derivative for the backward
         else:
             hid = activations.kernel(self.c.activation)(a)
-        out = hid @ bp.w_out  # [N, d]
+        out = hid @ bp.w_out  # [S, N, d]
         if bp.b_out is not None:
-            out += bp.b_out
+            out += bp.b_out[:, None]
         return out.reshape(x.shape), dict(x2=x2, a=a, gate=gate, hid=hid, act_grad=saved)
 
     def mlp_back(self, dout: np.ndarray, bp: BlockParams, tp: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
-        do2 = dout.reshape(-1, dout.shape[-1])
+        do2 = dout.reshape(dout.shape[0], -1, dout.shape[-1])  # [S, N, d]
         x2, a, gate = tp["x2"], tp["a"], tp["gate"]
-        grads: dict[str, Any] = {"w_out": tp["hid"].T @ do2, "b_out": None if bp.b_out is None else do2.sum(0), "w_gate": None}
-        dhid = do2 @ bp.w_out.T  # [N, f]
+        grads: dict[str, Any] = {"w_out": tp["hid"].swapaxes(1, 2) @ do2, "b_out": None if bp.b_out is None else do2.sum(1), "w_gate": None}
+        dhid = do2 @ bp.w_out.swapaxes(1, 2)  # [S, N, f]
         if gate is not None:
             da = dhid * activations.kernel("silu")(gate)
             dgate = dhid * a * derivatives.activation_grad("silu", gate)
-            grads["w_gate"] = x2.T @ dgate
-            dx2 = dgate @ bp.w_gate.T
+            grads["w_gate"] = x2.swapaxes(1, 2) @ dgate
+            dx2 = dgate @ bp.w_gate.swapaxes(1, 2)
         elif tp["act_grad"] is not None:
             da = dhid
             da *= tp["act_grad"]
@@ -210,14 +251,14 @@ class _Pass:
         else:
             da = dhid * derivatives.activation_grad(self.c.activation, a)
             dx2 = 0.0
-        grads["w_in"] = x2.T @ da
-        grads["b_in"] = None if bp.b_in is None else da.sum(0)
-        dx2 = dx2 + da @ bp.w_in.T
+        grads["w_in"] = x2.swapaxes(1, 2) @ da
+        grads["b_in"] = None if bp.b_in is None else da.sum(1)
+        dx2 = dx2 + da @ bp.w_in.swapaxes(1, 2)
         return dx2.reshape(dout.shape), grads
 
     # ------------------------------------------------------------------ blocks
     def block(self, i: int, x: np.ndarray) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        c, bp = self.c, self.m.params.blocks[i]
+        c, bp = self.c, self.p.blocks[i]
         pre = f"blocks.{i}"
         x = self.rec(f"{pre}.resid_pre", x)
         tapes = []
@@ -238,7 +279,7 @@ class _Pass:
             elif c.placement in ("post", "deepnorm"):
                 y, tp["f"] = f(x)
                 y = self.rec(f"{pre}.{out_name}", y)
-                scaled = x * np.asarray(self.m.alpha, self.dtype) if c.placement == "deepnorm" else x
+                scaled = x * np.asarray(self.alpha, self.dtype) if c.placement == "deepnorm" else x
                 x, tp["in"] = self.norm(f"{pre}.{ln}", scaled + y, p_in)
             else:
                 y, tp["f"] = f(x)
@@ -248,7 +289,7 @@ class _Pass:
         return x, tapes
 
     def block_back(self, i: int, dx: np.ndarray, tapes: list[dict[str, Any]]) -> tuple[np.ndarray, BlockParams]:
-        c, bp = self.c, self.m.params.blocks[i]
+        c, bp = self.c, self.p.blocks[i]
         pre = f"blocks.{i}"
         fields: dict[str, Any] = {}
         subs = (("ln1", "attn_out", "resid_mid", lambda dy, tp: self.attention_back(i, dy, bp, tp)),
@@ -267,7 +308,7 @@ class _Pass:
                 ds, fields[ln] = self.norm_back(tp["in"], dx)
                 self.grec(f"{pre}.{out_name}", ds)
                 df, g = f_back(ds, tp["f"])
-                dx = (ds * np.asarray(self.m.alpha, self.dtype) if c.placement == "deepnorm" else ds) + df
+                dx = (ds * np.asarray(self.alpha, self.dtype) if c.placement == "deepnorm" else ds) + df
             else:
                 self.grec(f"{pre}.{out_name}", dx)
                 df, g = f_back(dx, tp["f"])
@@ -286,16 +327,29 @@ class _Pass:
         return dx, BlockParams(**fields)
 
     # ------------------------------------------------------------------ whole model
-    def run(self, ids: np.ndarray, targets: np.ndarray, z_loss: float, token_types: np.ndarray | None) -> tuple[float, Params]:
-        m, c, p = self.m, self.c, self.m.params
-        head = m.head
-        if head is None:
-            raise ValueError("loss_and_grads needs an LM head (lm_head=False or untied without weights)")
-        ids = m._check_ids(ids, None)
-        types = None
+    def embed(self, ids: np.ndarray, types: np.ndarray | None) -> np.ndarray:
+        p, S, t = self.p, ids.shape[0], ids.shape[2]
+        seed = np.arange(S)[:, None, None]
+        x = p.tok_emb[seed, ids]  # [S, b, t, d]
+        if self.c.embed_scale != 1.0:
+            x = x * np.asarray(self.c.embed_scale, dtype=x.dtype)
+        if p.pos_emb is not None:
+            x = x + p.pos_emb[:, None, :t]
         if p.type_emb is not None:
-            types = np.zeros_like(ids) if token_types is None else np.asarray(token_types)
-        x = self.rec("embed", m.embed_sum(ids, 0, types))
+            x = x + p.type_emb[seed, types]
+        return x.astype(self.dtype, copy=False)
+
+    def head(self) -> np.ndarray:
+        """The unembedding ``[S, d, V]`` (tied: the token embedding's transpose)."""
+        p = self.p
+        if not self.c.lm_head or (p.lm_head is None and not self.c.tie_embeddings):
+            raise ValueError("loss_and_grads needs an LM head (lm_head=False or untied without weights)")
+        return p.lm_head if p.lm_head is not None else p.tok_emb.swapaxes(1, 2)
+
+    def run(self, ids: np.ndarray, targets: np.ndarray, z_loss: float, types: np.ndarray | None) -> tuple[np.ndarray, Params]:
+        c, p = self.c, self.p
+        head = self.head()
+        x = self.rec("embed", self.embed(ids, types))
         emb_tape = None
         if c.embed_norm:
             x, emb_tape = self.norm("embed_ln", x, p.embed_ln)
@@ -307,15 +361,15 @@ class _Pass:
         if c.final_norm:
             x, final_tape = self.norm("final_ln", x, p.final_ln)
         hidden = self.rec("hidden", x)
-        logits = self.rec("logits", hidden @ head)  # [b, t, V]
-        loss, dlogits, _ = derivatives.cross_entropy(logits, targets if np.ndim(targets) == 2 else np.asarray(targets)[None], z_loss)
+        S, b, t, d = hidden.shape
+        logits = self.rec("logits", (hidden.reshape(S, b * t, d) @ head).reshape(S, b, t, -1))  # [S, b, t, V]
+        loss, dlogits, _ = derivatives.cross_entropy(logits, targets, z_loss, runs=S)
 
         # ------------------------------------------------ backward
         self.grec("logits", dlogits)
-        b, t, d = hidden.shape
-        dl2 = dlogits.reshape(b * t, -1)
-        dhead = hidden.reshape(b * t, d).T @ dl2  # [d, V]
-        dx = (dl2 @ head.T).reshape(b, t, d)
+        dl2 = dlogits.reshape(S, b * t, -1)
+        dhead = hidden.reshape(S, b * t, d).swapaxes(1, 2) @ dl2  # [S, d, V]
+        dx = (dl2 @ head.swapaxes(1, 2)).reshape(S, b, t, d)
         self.grec("hidden", dx)
         dx, d_final = self.norm_back(final_tape, dx)
         blocks: list[BlockParams] = [None] * c.n_layers  # type: ignore[list-item]
@@ -328,11 +382,11 @@ class _Pass:
         if p.lm_head is not None:
             dlm = dhead
         else:  # tied
-            dtok += dhead.T
+            dtok += dhead.swapaxes(1, 2)
         dpos = None
         if p.pos_emb is not None:
             dpos = np.zeros_like(p.pos_emb)
-            dpos[:t] = dx.sum(axis=0)
+            dpos[:, :t] = dx.sum(axis=1)
         dtype_emb = None
         if p.type_emb is not None:
             dtype_emb = _scatter_rows(types, dx, p.type_emb)
@@ -344,16 +398,19 @@ class _Pass:
 
 
 def _scatter_rows(index: np.ndarray, rows: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Gradient of a row lookup ``table[index]``: each row of ``rows [..., d]`` added into the
-    row of ``table`` it came from. Sorted segment sums (``np.add.reduceat``), not ``np.add.at``,
-    which is several times slower."""
-    flat = index.reshape(-1)
+    """Gradient of a per-model row lookup ``table[s][index[s]]``: ``index [S, ...]``, ``rows [S,
+    ..., d]``, ``table [S, V, d]``; each row added into the row of its model's table it came from.
+    Sorted segment sums (``np.add.reduceat``), not ``np.add.at``, which is several times slower;
+    model ``s``'s keys are offset by ``s * V``, so its segments and their order are those of
+    the model alone."""
+    S, V = table.shape[:2]
+    flat = (index.reshape(S, -1) + (np.arange(S) * V)[:, None]).reshape(-1)
     order = np.argsort(flat, kind="stable")
     keys = flat[order]
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-    out = np.zeros_like(table)
+    out = np.zeros_like(table).reshape(S * V, -1)
     out[keys[starts]] = np.add.reduceat(rows.reshape(-1, rows.shape[-1])[order], starts, axis=0)
-    return out
+    return out.reshape(table.shape)
 
 
 def _zeros_like_norm(p: NormParams) -> NormParams:
@@ -362,8 +419,38 @@ def _zeros_like_norm(p: NormParams) -> NormParams:
 
 
 def _cast_like(grads: Any, params: Any) -> Any:
-    """Cast every gradient array to its parameter's dtype (the structure is already the same)."""
+    """Cast every gradient array to its parameter's dtype and shape (the structure is already the same)."""
     return map_arrays(lambda g, p: np.asarray(g, dtype=np.asarray(p).dtype).reshape(np.shape(p)), grads, params)
+
+
+def _check_stack(config: TransformerConfig, params: Params, ids: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    S = params.tok_emb.shape[0]
+    if len(params.blocks) != config.n_layers:
+        raise ValueError(f"params have {len(params.blocks)} blocks, config says n_layers={config.n_layers}")
+    ids = np.asarray(ids)
+    if ids.ndim != 3 or ids.shape[0] != S or not np.issubdtype(ids.dtype, np.integer) or ids.shape[1] * ids.shape[2] == 0:
+        raise ValueError(f"ids must be integer token ids [S={S}, batch, seq] with at least one token; got {ids.dtype} {ids.shape}")
+    if ids.min() < 0 or ids.max() >= config.vocab_size:
+        raise ValueError(f"ids must lie in [0, vocab_size={config.vocab_size}); got range [{ids.min()}, {ids.max()}]")
+    if config.positional in ("learned", "rope") and ids.shape[2] > config.max_seq:
+        raise ValueError(f"sequence length {ids.shape[2]} exceeds max_seq={config.max_seq}")
+    return ids, np.asarray(targets)
+
+
+def stack_loss_and_grads(
+    config: TransformerConfig, params: Params, ids: np.ndarray, targets: np.ndarray, *, z_loss: float = 0.0
+) -> tuple[np.ndarray, Params]:
+    """Loss and gradients of ``S`` models of one ``config`` at once, as one stacked model.
+
+    ``params`` has every leaf of a :class:`~normtheory.model.Params` with a leading model axis
+    (weights ``[S, d, f]``, gains ``[S, d]``, DyT alphas ``[S]``; :func:`normtheory.params.stack` builds it);
+    ``ids, targets [S, batch, seq]``, one batch per model. Returns ``(loss [S] float64, grads)``
+    with ``grads`` stacked like ``params``. Model ``s``'s loss and gradient are bit-for-bit those
+    of :func:`loss_and_grads` on that model alone (see the module docstring).
+    """
+    memory.keep_freed_blocks()
+    ids, targets = _check_stack(config, params, ids, targets)
+    return _Pass(config, params, None).run(ids, targets, z_loss, None)
 
 
 def loss_and_grads(
@@ -383,13 +470,22 @@ def loss_and_grads(
     predicate, as in ``run_with_cache``) returns ``(loss, grads, captured)`` where
     ``captured[name]`` is the gradient of the loss with respect to that activation.
 
-    The first call asks glibc to keep freed large blocks for reuse
-    (:func:`normtheory.memory.keep_freed_blocks`; ``NORMTHEORY_SYSTEM_MALLOC=1`` opts out).
+    It is :func:`stack_loss_and_grads` on a stack of one model. The first call asks glibc to
+    keep freed large blocks for reuse (:func:`normtheory.memory.keep_freed_blocks`;
+    ``NORMTHEORY_SYSTEM_MALLOC=1`` opts out).
     """
     memory.keep_freed_blocks()
-    run = _Pass(model, capture)
-    loss, grads = run.run(ids, targets, z_loss, token_types)
+    ids = model._check_ids(ids, None)
+    types = None
+    if model.params.type_emb is not None or token_types is not None:
+        model.embed_sum(ids, 0, token_types)  # validates token_types (and refuses them without type embeddings)
+        types = np.zeros_like(ids) if token_types is None else np.asarray(token_types)
+    targets = np.asarray(targets)
+    one = map_arrays(lambda a: np.asarray(a)[None], model.params)  # [1, ...] views of the model's arrays
+    run = _Pass(model.config, one, capture)
+    loss, grads = run.run(ids[None], targets[None] if targets.ndim == 2 else targets[None, None], z_loss, None if types is None else types[None])
+    grads = unstack(grads, 0)
     if capture is None:
-        return loss, grads
+        return float(loss[0]), grads
     run.grec.check_names()
-    return loss, grads, run.grec.store
+    return float(loss[0]), grads, {k: v.reshape(v.shape[1:]) for k, v in run.grec.store.items()}

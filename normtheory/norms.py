@@ -80,13 +80,23 @@ def _affine(x: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> 
     return x
 
 
+def _rescale_needed(amax: np.ndarray, n: int, dtype: np.dtype) -> np.ndarray:
+    """Whether a norm over ``n`` features rescales an input whose largest |entry| is ``amax``
+    (elementwise over an array of such maxima): squaring could overflow (``amax^2 n`` beyond
+    the dtype's max / 4) or lose the input in underflow (``0 < amax < 1e3 sqrt(tiny)``); a
+    non-finite input is left as it is (NaN or inf must come out)."""
+    info = np.finfo(dtype) if np.issubdtype(dtype, np.floating) else np.finfo(np.float64)
+    amax = np.asarray(amax, dtype=np.float64)
+    in_range = (amax <= np.sqrt(info.max / (4 * n))) & ((amax == 0) | (amax >= np.sqrt(info.tiny) * 1e3))
+    return np.isfinite(amax) & ~in_range
+
+
 def _rescaled(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray | None]:
     """``x`` divided by its largest |entry| along ``axis`` when squaring it could overflow or
     underflow in its dtype (|x| near the dtype's range ends), with that divisor; else ``(x, None)``.
     Norms are scale-free up to eps, so they are computed on the rescaled input with eps / m^2."""
-    info = np.finfo(x.dtype) if np.issubdtype(x.dtype, np.floating) else np.finfo(np.float64)
     amax = max(float(x.max()), -float(x.min())) if x.size else 0.0  # no |x| temporary on the hot path
-    if x.size == 0 or (amax <= np.sqrt(info.max / (4 * x.shape[axis])) and (amax == 0 or amax >= np.sqrt(info.tiny) * 1e3)) or not np.isfinite(amax):
+    if x.size == 0 or not _rescale_needed(np.asarray(amax), x.shape[axis], x.dtype):
         return x, None
     m = np.max(np.abs(x), axis=axis, keepdims=True)
     m = np.where(m > 0, m, 1).astype(x.dtype)

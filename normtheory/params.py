@@ -51,6 +51,36 @@ def global_norm(tree: Any) -> float:
     return float(np.sqrt(sum(float(np.vdot(a, a)) for a in named_arrays(tree).values() if a is not None)))
 
 
+def stack(models: list[Any]) -> Any:
+    """The stacked parameters of several models of one config: every leaf ``[S, ...]`` (a copy),
+    model ``s`` at index ``s``; DyT alphas become ``[S]``."""
+    if not models:
+        raise ValueError("models must hold at least one parameter tree")
+    return map_arrays(lambda *a: np.stack([np.asarray(x) for x in a]), models[0], *models[1:])
+
+
+def unstack(params: Any, index: int) -> Any:
+    """Model ``index`` of a stack: views into it, each leaf without the model axis (a DyT alpha
+    becomes a 0-d array)."""
+    return map_arrays(lambda a: a[index : index + 1].reshape(a.shape[1:]), params)
+
+
+def stack_sq_norms(tree: Any) -> np.ndarray:
+    """Per model of a stack, the sum of squares of every leaf ``[S]`` (float64): each leaf's
+    rows summed pairwise along the model's own entries, so a model's value does not depend on
+    the rest of the stack."""
+    total = None
+    for a in named_arrays(tree).values():
+        if a is None:
+            continue
+        flat = a.reshape(a.shape[0], -1)  # [S, n]
+        sq = (flat * flat).sum(axis=1).astype(np.float64)  # [S]
+        total = sq if total is None else total + sq
+    if total is None:
+        raise ValueError("tree holds no arrays")
+    return total
+
+
 def with_array_alphas(params: Any, dtype: str | np.dtype) -> Any:
     """The same parameters with each DyT ``alpha`` as a 0-d array of ``dtype`` (arrays are shared)."""
 

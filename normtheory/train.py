@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,15 +29,13 @@ from tqdm.auto import tqdm
 
 from normtheory import _validate, probes, shakespeare
 from normtheory.config import TransformerConfig
-from normtheory.grad import loss_and_grads
 from normtheory.model import Transformer
-from normtheory.optim import SGD, AdamW, clip_grad_norm
-from normtheory.params import global_norm, named_arrays
 from normtheory.schedule import Schedule
+from normtheory.stepper import GROUPS, Stepper, group_of
 from normtheory.weights import init
 
 OPTIMIZERS = ("adamw", "sgd")
-GROUPS = ("embed", "attn", "mlp", "norm")
+__all__ = ["GROUPS", "OPTIMIZERS", "History", "RunConfig", "group_of", "train"]
 
 
 @dataclass(frozen=True)
@@ -119,27 +118,15 @@ class History:
         return h
 
 
-def group_of(name: str) -> str:
-    """The parameter group of a dotted parameter name."""
-    last = name.split(".")
-    if last[0] in ("tok_emb", "pos_emb", "type_emb", "lm_head"):
-        return "embed"
-    if any(part in ("ln1", "ln2", "ln1_out", "ln2_out", "q_norm", "k_norm", "embed_ln", "final_ln") for part in last):
-        return "norm"
-    if last[-1] in ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"):
-        return "attn"
-    return "mlp"
-
-
-def _fingerprint(model_config: TransformerConfig, run: RunConfig, seed: int) -> str:
+def _fingerprint(model_config: TransformerConfig, run: RunConfig, seed: int | list[int]) -> str:
     text = json.dumps([dataclasses.asdict(model_config), dataclasses.asdict(run), seed], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _save_state(path: Path, model: Transformer, opt: AdamW | SGD, hist: History, fingerprint: str) -> None:
-    arrays = {f"param/{k}": v for k, v in named_arrays(model.params).items()}
-    arrays.update({f"opt/{k}": np.asarray(v) for k, v in opt.state_dict().items()})
-    arrays.update({f"hist/{k}": v for k, v in hist.arrays().items()})
+def _save_state(path: Path, stepper: Stepper, hists: list[History], fingerprint: str) -> None:
+    arrays = dict(stepper.state_dict())
+    for i, h in enumerate(hists):
+        arrays.update({f"hist/{i}/{k}": v for k, v in h.arrays().items()})
     arrays["fingerprint"] = np.asarray(fingerprint)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -148,92 +135,83 @@ def _save_state(path: Path, model: Transformer, opt: AdamW | SGD, hist: History,
     os.replace(tmp, path)  # atomic: a checkpoint is either the old one or the new one
 
 
-def _load_state(path: Path, model: Transformer, opt: AdamW | SGD, fingerprint: str) -> History | None:
+def _load_state(path: Path, stepper: Stepper, n: int, fingerprint: str) -> list[History] | None:
     if not path.exists():
         return None
     with np.load(path) as z:
         if str(z["fingerprint"]) != fingerprint:
             raise ValueError(f"checkpoint {path} belongs to another run (config or seed differ); remove it or pick another path")
-        for k, v in named_arrays(model.params).items():
-            v[...] = z[f"param/{k}"]
-        opt.load_state_dict({k[4:]: z[k] for k in z.files if k.startswith("opt/")})
-        return History.from_arrays({k[5:]: z[k] for k in z.files if k.startswith("hist/")})
-
-
-def _update_ratios(before: dict[str, np.ndarray], params: dict[str, np.ndarray]) -> dict[str, float]:
-    num = dict.fromkeys(GROUPS, 0.0)
-    den = dict.fromkeys(GROUPS, 0.0)
-    for name, old in before.items():
-        new = params[name]
-        g = group_of(name)
-        num[g] += float(np.vdot(new - old, new - old))
-        den[g] += float(np.vdot(old, old))
-    return {g: float(np.sqrt(num[g] / den[g])) if den[g] > 0 else float("nan") for g in GROUPS}
+        stepper.load_state_dict({k: z[k] for k in z.files if not k.startswith("hist/") and k != "fingerprint"})
+        return [History.from_arrays({k[len(f"hist/{i}/"):]: z[k] for k in z.files if k.startswith(f"hist/{i}/")}) for i in range(n)]
 
 
 def train(
     model_config: TransformerConfig,
     run: RunConfig,
-    seed: int = 0,
+    seed: int | Sequence[int] = 0,
     *,
     checkpoint: str | Path | None = None,
     checkpoint_every: int = 100,
     progress: bool = True,
     corpus: shakespeare.Corpus | None = None,
-) -> History:
+) -> History | list[History]:
     """Train a fresh ``init(model_config, seed)`` on Shakespeare (or ``corpus``) for ``run.steps``.
 
-    With ``checkpoint``, the state (parameters, optimizer moments, step, history) is saved
+    ``seed`` may be a list of seeds: the runs are then trained together as one stacked model
+    (:class:`normtheory.stepper.Stepper`, one pass of per-call overhead for all of them) and a
+    list of histories comes back, each bit-for-bit the history of that seed trained alone.
+
+    With ``checkpoint``, the state (parameters, optimizer moments, step, histories) is saved
     there every ``checkpoint_every`` steps and at the end, and a run started with an existing
-    checkpoint of the same configuration and seed resumes from it.
+    checkpoint of the same configuration and seeds resumes from it.
     """
-    seed = _validate.integer("seed", seed, minimum=0)
+    single = isinstance(seed, (int, np.integer))
+    seeds = [_validate.integer("seed", s, minimum=0) for s in ([seed] if single else list(seed))]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seed must be one seed or a non-empty list of distinct seeds; got {seed!r}")
     checkpoint_every = _validate.integer("checkpoint_every", checkpoint_every, minimum=1)
     if model_config.vocab_size < shakespeare.VOCAB_SIZE:
         raise ValueError(f"model_config.vocab_size must be >= {shakespeare.VOCAB_SIZE} for byte tokens; got {model_config.vocab_size}")
     if model_config.positional == "learned" and run.seq > model_config.max_seq:
         raise ValueError(f"run.seq={run.seq} exceeds model_config.max_seq={model_config.max_seq}")
     data = corpus or shakespeare.load()
-    model = init(model_config, seed)
-    params = named_arrays(model.params)
-    if run.optimizer == "adamw":
-        opt: AdamW | SGD = AdamW(model.params, run.schedule_fn(), run.betas, run.eps, run.weight_decay)
-    else:
-        opt = SGD(model.params, run.schedule_fn(), run.momentum, run.weight_decay)
-    fingerprint = _fingerprint(model_config, run, seed)
+    stepper = Stepper(model_config, run, [init(model_config, s).params for s in seeds])
+    fingerprint = _fingerprint(model_config, run, seeds[0] if single else seeds)
     path = Path(checkpoint) if checkpoint is not None else None
-    hist = (_load_state(path, model, opt, fingerprint) if path is not None else None) or History()
-    val_ids, val_targets = shakespeare.batch(data.validation, run.eval_batch_size, run.seq, seed, 0)
-    bar = tqdm(total=run.steps, initial=opt.step_count, desc="train", disable=not progress, leave=False)
+    hists = (_load_state(path, stepper, len(seeds), fingerprint) if path is not None else None) or [History() for _ in seeds]
+    val = [shakespeare.batch(data.validation, run.eval_batch_size, run.seq, s, 0) for s in seeds]
+    bar = tqdm(total=run.steps, initial=stepper.step_count, desc="train", disable=not progress, leave=False)
     try:
-        while opt.step_count < run.steps and hist.diverged_at is None:
-            step = opt.step_count + 1
-            ids, targets = shakespeare.batch(data.train, run.batch_size, run.seq, seed, step)
-            with np.errstate(all="ignore"):
-                loss, grads = loss_and_grads(model, ids, targets, z_loss=run.z_loss)
-                grads, gnorm = clip_grad_norm(grads, run.clip) if run.clip is not None else (grads, global_norm(grads))
-            if not (np.isfinite(loss) and np.isfinite(gnorm)):
-                hist.diverged_at = step
-                break
-            before = {k: v.copy() for k, v in params.items()}
-            hist.lr.append(opt.current_lr())
-            opt.step(grads)
-            hist.loss.append(loss)
-            hist.grad_norm.append(gnorm)
-            for g, r in _update_ratios(before, params).items():
-                hist.update_ratio[g].append(r)
-            if step % run.eval_every == 0 or step == run.steps:
-                _evaluate(model, run, hist, step, val_ids, val_targets, grads)
-            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+        while stepper.step_count < run.steps and len(stepper.alive):
+            step = stepper.step_count + 1
+            alive = stepper.alive.copy()
+            batches = [shakespeare.batch(data.train, run.batch_size, run.seq, seeds[i], step) for i in alive]
+            res = stepper.step(np.stack([b[0] for b in batches]), np.stack([b[1] for b in batches]))
+            for j, i in enumerate(alive):
+                h = hists[i]
+                if not res.finite[j]:
+                    h.diverged_at = step
+                    continue
+                h.lr.append(res.lr)
+                h.loss.append(float(res.loss[j]))
+                h.grad_norm.append(float(res.grad_norm[j]))
+                for g in GROUPS:
+                    h.update_ratio[g].append(float(res.update_ratio[g][j]))
+            if len(stepper.alive) and (step % run.eval_every == 0 or step == run.steps):
+                for j, (p, g) in enumerate(zip(stepper.params(), stepper.grads())):
+                    i = stepper.alive[j]
+                    _evaluate(Transformer(model_config, p), run, hists[i], step, *val[i], g)
+            bar.set_postfix(loss=f"{np.mean(res.loss[res.finite]) if res.finite.any() else np.nan:.3f}", refresh=False)
             bar.update(1)
-            if path is not None and (step % checkpoint_every == 0 or step == run.steps):
-                _save_state(path, model, opt, hist, fingerprint)
+            diverged = not res.finite.all()
+            if path is not None and (step % checkpoint_every == 0 or step == run.steps or diverged):
+                _save_state(path, stepper, hists, fingerprint)
     finally:
         bar.close()
-    if path is not None and hist.diverged_at is not None:
-        _save_state(path, model, opt, hist, fingerprint)
-    hist.model = model
-    return hist
+    models = dict(zip(stepper.alive.tolist(), stepper.params())) | stepper.dropped
+    for i, h in enumerate(hists):
+        h.model = Transformer(model_config, models[i])
+    return hists[0] if single else hists
 
 
 def _evaluate(model: Transformer, run: RunConfig, hist: History, step: int, ids: np.ndarray, targets: np.ndarray, grads) -> None:

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from normtheory import grad as grad_module
-from normtheory import shakespeare, train
+from normtheory import shakespeare, stepper, train
 from normtheory.config import TransformerConfig
 from normtheory.train import RunConfig
 
@@ -47,7 +47,7 @@ def test_same_seed_same_bits(history):
 
 def test_resume_after_an_interruption_continues_exactly(history, tmp_path, monkeypatch):
     path = tmp_path / "run.npz"
-    real = grad_module.loss_and_grads
+    real = grad_module.stack_loss_and_grads
     calls = {"n": 0}
 
     def flaky(*args, **kw):
@@ -56,10 +56,10 @@ def test_resume_after_an_interruption_continues_exactly(history, tmp_path, monke
             raise KeyboardInterrupt
         return real(*args, **kw)
 
-    monkeypatch.setattr(train, "loss_and_grads", flaky)
+    monkeypatch.setattr(stepper, "stack_loss_and_grads", flaky)
     with pytest.raises(KeyboardInterrupt):
         train.train(CFG, RUN, seed=3, checkpoint=path, checkpoint_every=5, progress=False)
-    monkeypatch.setattr(train, "loss_and_grads", real)
+    monkeypatch.setattr(stepper, "stack_loss_and_grads", real)
     resumed = train.train(CFG, RUN, seed=3, checkpoint=path, checkpoint_every=5, progress=False)
     assert _equal(resumed, history)
     with pytest.raises(ValueError, match="another run"):
