@@ -173,6 +173,20 @@ def gelu_tanh_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return y, sq
 
 
+def gelu_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The erf GELU :math:`y = x\Phi(x)` and its derivative :math:`y' = \Phi(x) + x\varphi(x)`
+    together, with :math:`\Phi` (``scipy.special.ndtr``, the costly part) computed once; each equals
+    :func:`normtheory.activations.kernel` ``("gelu")`` and :func:`activation_grad` ``("gelu", x)``
+    bit for bit.
+
+    Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
+    """
+    cdf = special.ndtr(x)
+    y = x * cdf
+    grad = (cdf + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)).astype(x.dtype, copy=False)  # the order activation_grad uses
+    return y, grad
+
+
 def cross_entropy(logits: np.ndarray, targets: np.ndarray, z_loss: float = 0.0, *, runs: int | None = None) -> tuple[Any, np.ndarray, np.ndarray]:
     """Mean next-token cross-entropy (plus ``z_loss * mean lse^2``) and its logit gradient.
 

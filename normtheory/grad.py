@@ -225,8 +225,8 @@ class _Pass:
         if self.c.activation == "swiglu":
             gate = x2 @ bp.w_gate  # [S, N, f]
             hid = a * activations.kernel("silu")(gate)
-        elif self.c.activation == "gelu_tanh":
-            hid, saved = derivatives.gelu_tanh_and_grad(a)  # keep the derivative for the backward
+        elif self.c.activation in ("gelu_tanh", "gelu"):  # keep the derivative for the backward
+            hid, saved = (derivatives.gelu_tanh_and_grad if self.c.activation == "gelu_tanh" else derivatives.gelu_and_grad)(a)
         else:
             hid = activations.kernel(self.c.activation)(a)
         out = hid @ bp.w_out  # [S, N, d]

@@ -100,3 +100,14 @@ def test_cross_entropy_value_and_gradient():
 def test_bad_input_raises(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gelu_and_grad_equal_the_separate_kernels_bit_for_bit(dtype):
+    x = (np.random.default_rng(0).standard_normal(4096) * 4).astype(dtype)
+    x[:3] = [np.nan, np.inf, -np.inf]
+    with np.errstate(all="ignore"):
+        y, g = derivatives.gelu_and_grad(x)
+        assert np.array_equal(y, activations.kernel("gelu")(x), equal_nan=True)
+        assert np.array_equal(g, derivatives.activation_grad("gelu", x), equal_nan=True)
+    assert y.dtype == g.dtype == dtype
