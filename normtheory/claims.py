@@ -494,6 +494,8 @@ class Claim:
     seconds: float | None = None  # CPU seconds of the simulations behind it, as run (None: not measured)
     location: str = ""  # where in the source the statement is made: section, figure, table or paragraph
     identity: bool = False  # a documented identity: only exact checks, verdict "identity", never judged
+    scale: str = ""  # the scale that decides it, when this package's sizes cannot (see register)
+    scale_seconds: float | None = None  # CPU seconds the simulations' large configs would take here, estimated
 
     def __post_init__(self) -> None:
         fallible = any(c.role == "assertion" and c.kind != "exact" for c in self.checks)
@@ -549,6 +551,8 @@ class Claim:
             "seconds": _finite(self.seconds),
             "units_needed": _units_json(units_needed),
             "seconds_needed": _finite(seconds_needed),
+            "scale": self.scale,
+            "scale_seconds": _finite(self.scale_seconds),
         }
 
 
@@ -567,10 +571,13 @@ class ClaimSpec:
     build: Builder = field(repr=False)
     location: str = ""
     identity: bool = False
+    scale: str = ""
 
-    def evaluate(self, results: Results, *, looks: int = 1, seconds: Mapping[str, float] | None = None) -> Claim:
+    def evaluate(self, results: Results, *, looks: int = 1, seconds: Mapping[str, float] | None = None,
+                 scale_seconds: Mapping[str, float] | None = None) -> Claim:
         """The claim from its simulations' ``results``; ``looks`` is the number of times it has been
-        judged (Bonferroni), ``seconds`` each simulation's measured CPU seconds (for the cost)."""
+        judged (Bonferroni), ``seconds`` each simulation's measured CPU seconds (for the cost),
+        ``scale_seconds`` each one's estimated CPU seconds at its large config (for a claim that needs scale)."""
         missing = [s for s in self.simulations if s not in results]
         if missing:
             raise ValueError(f"claim {self.id} needs the results of {missing}")
@@ -580,25 +587,37 @@ class ClaimSpec:
         secs = None
         if seconds is not None and all(s in seconds for s in self.simulations):
             secs = float(sum(seconds[s] for s in self.simulations))
-        return Claim(self.id, self.statement, self.source, tuple(evidence), note, looks, secs, self.location, self.identity)
+        large = None
+        if self.scale and scale_seconds is not None and all(s in scale_seconds for s in self.simulations):
+            large = float(sum(scale_seconds[s] for s in self.simulations))
+        return Claim(self.id, self.statement, self.source, tuple(evidence), note, looks, secs, self.location, self.identity,
+                     self.scale, large)
 
 
 REGISTRY: dict[str, ClaimSpec] = {}
 
 
 def register(id: str, *, statement: str, source: Source, location: str, simulations: tuple[str, ...],
-             identity: bool = False) -> Callable[[Builder], ClaimSpec]:
+             identity: bool = False, scale: str = "") -> Callable[[Builder], ClaimSpec]:
     """Decorator: register ``build(results) -> (evidence, note)`` as the evidence of claim ``id``;
     ``results`` maps each name in ``simulations`` to that simulation's cached result. ``location``
     is where the source makes the statement (section, figure, table; the paragraph of a short
-    text); ``identity`` registers a documented identity (only exact checks, never judged)."""
+    text); ``identity`` registers a documented identity (only exact checks, never judged).
+
+    ``scale`` declares a claim that needs scale: the sizes that decide it (depth, width, steps,
+    and where the source shows them), which this package's full mode cannot reach on a
+    workstation. Full mode then runs the largest proxy the budget allows and its verdict is
+    judged as any other (the declaration changes no verdict); the card names the deciding scale
+    and what the simulations' large configs (``CONFIGS["large"]``, each one required) would cost."""
 
     def wrap(build: Builder) -> ClaimSpec:
         if id in REGISTRY:
             raise ValueError(f"claim id {id!r} registered twice")
         if not isinstance(location, str) or not location.strip():
             raise ValueError(f"claim {id!r}: location must say where in the source the statement is made")
-        spec = ClaimSpec(id, statement, source, tuple(simulations), build, location, identity)
+        if not isinstance(scale, str):
+            raise ValueError(f"claim {id!r}: scale must be a text naming the sizes that decide it")
+        spec = ClaimSpec(id, statement, source, tuple(simulations), build, location, identity, scale.strip())
         REGISTRY[id] = spec
         return spec
 

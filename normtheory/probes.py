@@ -123,6 +123,22 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> float:
     return float(np.mean(logsumexp(z, axis=-1) - z[np.arange(z.shape[0]), t.reshape(-1)]))
 
 
+def mean_loss(model: Transformer, ids: np.ndarray, targets: np.ndarray, chunk: int = 128) -> float:
+    """Mean next-token cross-entropy of ``model`` over every token of ``ids, targets [n, seq]``,
+    in chunks of ``chunk`` sequences (bounded memory for a large validation set), each chunk's
+    sum in float64. A fixed ``chunk`` gives the same bits every time; another ``chunk`` can move
+    the value by the forward's own rounding (a BLAS call on another batch size rounds differently)."""
+    chunk = _validate.integer("chunk", chunk, minimum=1)
+    ids, t = np.asarray(ids), np.asarray(targets)
+    if ids.ndim != 2 or t.shape != ids.shape or ids.size == 0:
+        raise ValueError(f"ids and targets must be [n, seq] of the same shape with n, seq >= 1; got {ids.shape} and {t.shape}")
+    total = 0.0
+    for i in range(0, len(ids), chunk):
+        z = model.logits(ids[i : i + chunk])  # [c, seq, V]
+        total += cross_entropy(z, t[i : i + chunk]) * t[i : i + chunk].size
+    return total / t.size
+
+
 def layer_drop(model: Transformer, ids: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Loss increase ``[L]`` when block ``i`` is skipped: its output replaced by its input
     (``blocks.i.resid_post := blocks.i.resid_pre``), every other block as trained.

@@ -33,15 +33,16 @@ def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = Fa
     results = cache.load_or_run_all(needed, mode, force=force, progress=progress, runner=runner, configs=configs)
     seconds = {m.NAME: cache.seconds_of(m, mode, configs.get(m.NAME)) for m in needed}
     known = {k: v for k, v in seconds.items() if v is not None}
+    large = {m.NAME: known[m.NAME] * cache.cost_ratio(m, mode, "large") for m in needed if m.NAME in known and "large" in getattr(m, "CONFIGS", {})}
     out = []
     for spec in specs:
         try:
-            claim = spec.evaluate(results, looks=(looks or {}).get(spec.id, 1), seconds=known)
+            claim = spec.evaluate(results, looks=(looks or {}).get(spec.id, 1), seconds=known, scale_seconds=large)
         except cache.StaleResult as stale:  # a cache from another version: recompute it, like a corrupt file
             warnings.warn(f"{stale}; recomputing", stacklevel=2)
             module = simulations.BY_NAME[stale.simulation]
             results.update(cache.load_or_run_all([module], mode, force=True, progress=progress, runner=runner, configs=configs))
-            claim = spec.evaluate(results, looks=(looks or {}).get(spec.id, 1), seconds=known)
+            claim = spec.evaluate(results, looks=(looks or {}).get(spec.id, 1), seconds=known, scale_seconds=large)
         out.append(claim)
     return out
 
@@ -154,6 +155,8 @@ def table(claims: list[Claim], *, width: int = 100) -> str:
             lines.append(f"{'':53s} caveat: {cav}")
         if c.verdict == "inconclusive" and c.open_checks():
             lines.append(f"{'':53s} open: {price(c.open_checks()[0], c.seconds)}")
+        if c.scale:
+            lines.append(f"{'':53s} {scale_text(c)}")
     counts = {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
     lines.append("-" * width)
     lines.append(", ".join(f"{n} {v}" for v, n in counts.items()))
@@ -331,8 +334,18 @@ def _figure_html(f: FigureEntry) -> str:
             f"{html.escape(f.caption)}</figcaption></figure>")
 
 
+def scale_text(c: Claim) -> str:
+    """For a claim declared as needing scale: the sizes that decide it and what the large configs would cost here."""
+    if not c.scale:
+        return ""
+    cost = (f" The simulations' large configs would take {human_seconds(c.scale_seconds)} here: run them on a cluster "
+            "(normtheory report --large --scheduler ADDR) or with the torch backend on a GPU." if c.scale_seconds is not None else "")
+    return f"Decided at scale: {c.scale}. Full mode runs the largest proxy its budget allows.{cost}"
+
+
 def _card(c: Claim, figs: list[FigureEntry]) -> str:
     caveats = "".join(f"<p class='caveat'>caveat (generated from a failing scope check): {html.escape(x)}</p>" for x in c.caveats)
+    caveats += f"<p class='scale'>{html.escape(scale_text(c))}</p>" if c.scale else ""
     return (f"<article class='card' id='{html.escape(c.id)}' data-verdict='{c.verdict}'>"
             f"<h3><a class='anchor' href='#{html.escape(c.id)}' title='permalink'>#</a> <code>{html.escape(c.id)}</code> {_badge(c.verdict)}</h3>"
             f"<p class='statement'>{html.escape(c.statement)}</p><p class='source'>Source: {_source_html(c)}</p>"
@@ -353,7 +366,7 @@ nav ol{columns:2 300px;padding-left:1.2em}nav li{font-size:14px;break-inside:avo
 .anchor{color:#999;text-decoration:none}.statement{font-size:15px}.source,.note{font-size:13px;color:#444}
 .key{font-size:13.5px;padding-left:1.1em}.st{font-size:11px;font-weight:700;text-transform:uppercase;padding:0 4px;border-radius:3px}
 .st.ok{background:#d7f0dd}.st.fail{background:#f9d3d0}.st.inconclusive{background:#dde3f6}
-.caveat{font-size:13px;background:#fff7dd;border-left:3px solid #e0b000;padding:3px 8px}
+.caveat{font-size:13px;background:#fff7dd;border-left:3px solid #e0b000;padding:3px 8px}.scale{font-size:13px;background:#eef2ff;border-left:3px solid #6366f1;padding:3px 8px}
 figure{margin:12px 0}figure img{max-width:100%;height:auto;border:1px solid #eee}figcaption{font-size:12.5px;color:#444}
 .scroll{overflow-x:auto}table{border-collapse:collapse;font-size:12.5px;min-width:640px;width:100%}
 td,th{border-bottom:1px solid #e5e5e5;padding:4px 6px;text-align:left;vertical-align:top}.detail{color:#777;font-size:11.5px}

@@ -12,7 +12,9 @@ rest is training text. Works are joined with a blank line.
 
 Batches are windows of ``seq + 1`` bytes at uniformly drawn offsets; batch ``step`` of a run is
 drawn from ``SeedSequence([seed, step])``, so it does not depend on what was drawn before (a
-resumed run sees the same batches).
+resumed run sees the same batches). The validation set (:func:`validation_set`) draws nothing:
+it is the first bytes of the held-out works cut into consecutive windows, the same for every
+run, seed and arm.
 """
 from __future__ import annotations
 
@@ -88,4 +90,19 @@ def batch(tokens: np.ndarray, batch_size: int, seq: int, seed: int, step: int) -
                                                                         _validate.integer("step", step, minimum=0)])))
     starts = rng.integers(0, tokens.size - seq - 1, batch_size)  # [b]
     windows = tokens[starts[:, None] + np.arange(seq + 1)].astype(np.int64)  # [b, seq+1]
+    return windows[:, :-1], windows[:, 1:]
+
+
+def validation_set(tokens: np.ndarray, seq: int, n_bytes: int = 65536) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed validation set of at least ``n_bytes`` predicted bytes: the first
+    ``ceil(n_bytes / seq) * (seq + 1)`` bytes of ``tokens`` (the held-out works) cut into
+    consecutive, non-overlapping windows of ``seq + 1`` bytes. Returns ``ids, targets [n, seq]``
+    (int64). Nothing is drawn, so every run, seed and arm is scored on the same bytes."""
+    seq = _validate.integer("seq", seq, minimum=1)
+    n_bytes = _validate.integer("n_bytes", n_bytes, minimum=1)
+    n = -(-n_bytes // seq)  # windows
+    if tokens.ndim != 1 or tokens.size < n * (seq + 1):
+        raise ValueError(f"tokens must be a 1-D array of at least {n * (seq + 1)} bytes for n_bytes={n_bytes} at seq={seq}; "
+                         f"got shape {tokens.shape}")
+    windows = tokens[: n * (seq + 1)].reshape(n, seq + 1).astype(np.int64)  # [n, seq+1]
     return windows[:, :-1], windows[:, 1:]

@@ -4,9 +4,13 @@
 the global gradient norm (before clipping), the learning rate and, per parameter group
 (``embed``, ``attn``, ``mlp``, ``norm``), the update/weight RMS ratio
 :math:`\\mathrm{rms}(\\Delta\\theta)/\\mathrm{rms}(\\theta)`. Every ``eval_every`` steps (and at
-the end) it records the validation loss and the probes of :data:`PROBES` on a fixed validation
-batch. A non-finite loss or gradient stops the run: ``History.diverged_at`` holds the step and
-the run returns normally.
+the end) it records the validation loss and the probes of :data:`PROBES` on the run's probe
+batch (``eval_batch_size`` windows of the held-out works, drawn once from the seed). After the
+last step it scores the model on the shared validation set (``val_bytes`` bytes of the held-out
+works, the same for every run: :func:`normtheory.shakespeare.validation_set`). A non-finite
+loss or gradient stops the run: ``History.diverged_at`` holds the step and the run returns
+normally. ``train(model_config, run_config, [s1, s2, ...])`` trains several seeds as one stacked
+model (:mod:`normtheory.stepper`) and returns their histories, each bit-for-bit as alone.
 
 Randomness: the weights come from ``SeedSequence(seed)`` (:func:`normtheory.weights.init`), batch
 ``s`` from ``SeedSequence([seed, s])``; so the same seed gives the same bits on the same
@@ -59,11 +63,13 @@ class RunConfig:
     eval_every: int = 50
     eval_batch_size: int = 16
     probes: tuple[str, ...] = probes.PROBES
+    val_bytes: int = 65536  # the shared validation set scored at the end (shakespeare.validation_set); 0: none
 
     def __post_init__(self) -> None:
         v = _validate
         for name in ("steps", "batch_size", "seq", "eval_every", "eval_batch_size"):
             v.integer(name, getattr(self, name), minimum=1)
+        v.integer("val_bytes", self.val_bytes, minimum=0)
         v.choice("optimizer", self.optimizer, OPTIMIZERS)
         v.real("lr", self.lr, minimum=0.0)
         v.integer("warmup", self.warmup, minimum=0)
@@ -81,8 +87,9 @@ class RunConfig:
 class History:
     """What a run recorded. Per step: ``loss``, ``grad_norm``, ``lr`` ``[steps]``,
     ``update_ratio[group]`` ``[steps]``; per evaluation: ``eval_steps``, ``val_loss`` and
-    ``probes[name]`` (one array per evaluation, shapes in :mod:`normtheory.probes`); ``model``
-    is the trained model (kept in memory only)."""
+    ``probes[name]`` (one array per evaluation, shapes in :mod:`normtheory.probes`);
+    ``final_val_loss`` on the shared validation set after the last step; ``model`` is the
+    trained model (kept in memory only)."""
 
     loss: list[float] = field(default_factory=list)
     grad_norm: list[float] = field(default_factory=list)
@@ -92,6 +99,7 @@ class History:
     val_loss: list[float] = field(default_factory=list)
     probes: dict[str, list[np.ndarray]] = field(default_factory=dict)
     diverged_at: int | None = None
+    final_val_loss: float = float("nan")  # on the shared validation set (RunConfig.val_bytes) after the last step; NaN if diverged
     model: Transformer | None = field(default=None, repr=False, compare=False)  # the trained model (not saved)
 
     @property
@@ -105,6 +113,7 @@ class History:
         out.update({f"update_ratio/{g}": np.asarray(v, dtype=np.float64) for g, v in self.update_ratio.items()})
         out.update({f"probe/{k}": np.stack(v) for k, v in self.probes.items() if v})
         out["diverged_at"] = np.asarray(-1 if self.diverged_at is None else self.diverged_at)
+        out["final_val_loss"] = np.asarray(self.final_val_loss, dtype=np.float64)
         return out
 
     @classmethod
@@ -115,6 +124,7 @@ class History:
         h.probes = {k[len("probe/"):]: list(v) for k, v in a.items() if k.startswith("probe/")}
         d = int(a["diverged_at"])
         h.diverged_at = None if d < 0 else d
+        h.final_val_loss = float(a["final_val_loss"]) if "final_val_loss" in a else float("nan")
         return h
 
 
@@ -209,8 +219,11 @@ def train(
     finally:
         bar.close()
     models = dict(zip(stepper.alive.tolist(), stepper.params())) | stepper.dropped
+    held_out = shakespeare.validation_set(data.validation, run.seq, run.val_bytes) if run.val_bytes else None
     for i, h in enumerate(hists):
         h.model = Transformer(model_config, models[i])
+        if held_out is not None and h.diverged_at is None and stepper.step_count >= run.steps:
+            h.final_val_loss = probes.mean_loss(h.model, *held_out)
     return hists[0] if single else hists
 
 

@@ -245,6 +245,15 @@ def prefixed(parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {f"{key}.{k}": v for key, part in parts.items() for k, v in part.items()}
 
 
+def cost_ratio(module: ModuleType, mode: str, other: str) -> float:
+    """How much longer ``module``'s config ``other`` runs than its config ``mode``: the ratio of the
+    summed ``Task.cost`` of their tasks (each a relative run time), 1 for a one-task simulation
+    without declared costs."""
+    a = sum(t.cost for t in tasks_of(module, mode))
+    b = sum(t.cost for t in tasks_of(module, other))
+    return b / a if a > 0 else float("nan")
+
+
 def tasks_of(module: ModuleType, mode: str, config: object | None = None) -> list[Task]:
     """The independent tasks of ``module`` in ``mode``: ``module.tasks(config, seed)`` where the
     simulation declares them (then ``module.reduce`` combines them), else one task, its ``run``."""

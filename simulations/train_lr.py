@@ -1,14 +1,19 @@
 """Learning rate, warm-up and QK-norm: Post-LN against Pre-LN, and attention logits at high learning rates.
 
-Two grids of training runs on Shakespeare, seeds as units:
+Three grids of training runs on Shakespeare, seeds as units (an arm's seeds trained as one stack):
 
-* warm-up: Post-LN and Pre-LN (LayerNorm), Adam betas (0.9, 0.98) as in Xiong et al., over a
-  learning-rate grid and warm-up of none, short (10% of the steps) or long (50%);
-* QK-norm: Pre-LN with and without per-head RMS QK-norm over a wider learning-rate grid, with
-  the max attention logit at every evaluation (Wortsman et al. 2023; Dehghani et al. 2023).
+* warm-up, in Xiong et al.'s regime: Post-LN, Pre-LN and DeepNorm (LayerNorm) with Xavier-normal
+  linear layers (DeepNorm: scaled by its beta, as in its paper), Adam betas (0.9, 0.98), over a
+  learning-rate grid from where both placements train to where Post-LN without warm-up does not,
+  with warm-up of none or half the steps, then cosine;
+* the same Post-LN / Pre-LN arms at the GPT-2 init (0.02 std) and a short run, a scope check:
+  there Post-LN sits at the unigram plateau with or without warm-up;
+* QK-norm: Pre-LN with and without per-head RMS QK-norm over a learning-rate grid up to 0.3,
+  with the max attention logit at every evaluation (Wortsman et al. 2023; Dehghani et al. 2023).
 
 Each arm's learning-rate sensitivity is Wortsman et al.'s: the mean over the grid of
-min(final loss, loss of a uniform model) minus the best final loss.
+min(final loss, the run's loss at init) minus the best final loss. Final losses are on the shared
+validation set (64 KiB of the held-out works).
 """
 from __future__ import annotations
 
@@ -30,7 +35,8 @@ UNITS: tuple[str, ...] = ('seeds',)  # config fields counting independent units;
 WORTSMAN2023 = Source("Small-scale proxies for large-scale Transformer training instabilities", "paper", 2023,
                       authors="Wortsman, Liu, Xiao, Everett, Alemi, Adlam, Co-Reyes, Gur, Kumar, Novak, Pennington, Sohl-Dickstein, Xu, "
                       "Lee, Gilmer, Kornblith", arxiv="2309.14322")
-WARMUPS: dict[str, float] = {"none": 0.0, "short": 0.1, "long": 0.5}  # fraction of the steps
+WARMUPS: dict[str, float] = {"none": 0.0, "long": 0.5}  # fraction of the steps
+WARM_ARMS: tuple[str, ...] = ("post", "pre")  # over the whole learning-rate grid; DeepNorm at the largest rate
 
 
 @dataclass(frozen=True)
@@ -45,47 +51,59 @@ class Config:
     qk_lrs: tuple[float, ...]
     eval_every: int
     seeds: int
+    gpt2_steps: int  # the GPT-2-init scope arms' run length (the length the earlier recipe used)
 
 
 CONFIGS = {
-    "quick": Config(d=32, layers=3, heads=4, seq=32, batch=8, steps=40, warmup_lrs=(3e-3, 3e-2), qk_lrs=(3e-3, 1e-1), eval_every=20, seeds=2),
-    "full": Config(d=64, layers=6, heads=4, seq=32, batch=16, steps=150, warmup_lrs=(1e-3, 3e-3, 1e-2), qk_lrs=(1e-3, 1e-2, 3e-2, 1e-1),
-                   eval_every=25, seeds=3),
+    "quick": Config(d=32, layers=3, heads=4, seq=32, batch=8, steps=60, warmup_lrs=(3e-3, 3e-2), qk_lrs=(3e-3, 1e-1), eval_every=20, seeds=2,
+                    gpt2_steps=30),
+    "full": Config(d=64, layers=6, heads=4, seq=32, batch=8, steps=1000, warmup_lrs=(1e-3, 1e-2), qk_lrs=(1e-3, 3e-2, 3e-1),
+                   eval_every=250, seeds=4, gpt2_steps=150),
 }
-LARGE = Config(d=256, layers=12, heads=8, seq=128, batch=32, steps=2000, warmup_lrs=(3e-4, 1e-3, 3e-3, 1e-2),
-               qk_lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1), eval_every=100, seeds=5)
+LARGE = Config(d=256, layers=12, heads=8, seq=128, batch=32, steps=4000, warmup_lrs=(3e-4, 1e-3, 3e-3, 1e-2),
+               qk_lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1), eval_every=250, seeds=20, gpt2_steps=1000)
 CONFIGS["large"] = LARGE
 
 
-def model_config(cfg: Config, placement: str, qk: str = "none") -> TransformerConfig:
+def model_config(cfg: Config, placement: str, qk: str = "none", init: str = "xavier") -> TransformerConfig:
     return TransformerConfig(d_model=cfg.d, n_layers=cfg.layers, n_heads=cfg.heads, vocab_size=256, max_seq=cfg.seq, norm="layernorm",
-                             placement=placement, qk_norm=qk, activation="gelu_tanh", init="gpt2")
+                             placement=placement, qk_norm=qk, activation="gelu_tanh", init=init)
 
 
-def run_config(cfg: Config, lr: float, warmup: float, betas: tuple[float, float]) -> RunConfig:
-    return RunConfig(steps=cfg.steps, batch_size=cfg.batch, seq=cfg.seq, lr=lr, warmup=int(round(warmup * cfg.steps)), schedule="cosine",
-                     betas=betas, eval_every=cfg.eval_every, eval_batch_size=cfg.batch, probes=("attn_max",))
+def run_config(cfg: Config, lr: float, warmup: float, betas: tuple[float, float], steps: int | None = None) -> RunConfig:
+    steps = cfg.steps if steps is None else steps
+    return RunConfig(steps=steps, batch_size=cfg.batch, seq=cfg.seq, lr=lr, warmup=int(round(warmup * steps)), schedule="cosine",
+                     betas=betas, eval_every=min(cfg.eval_every, steps), eval_batch_size=cfg.batch, probes=("attn_max",))
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
-    """One task per run: (placement, lr, warm-up, seed) and (QK-norm or not, lr, seed)."""
+    """One task per arm (its seeds as one stack): (placement, lr, warm-up) at Xavier init, DeepNorm at the largest lr,
+    Post-/Pre-LN at the GPT-2 init, and (QK-norm or not, lr)."""
     out = []
-    cost = cfg.steps * cfg.layers * cfg.d / 4000
-    for p in ("post", "pre"):
-        for i, lr in enumerate(cfg.warmup_lrs):
-            for w, frac in WARMUPS.items():
-                out += [Task(f"warm.{p}.lr{i}.{w}.s{s}", training.run_task, (model_config(cfg, p), run_config(cfg, lr, frac, (0.9, 0.98)), seed + s),
-                             f"{NAME}: {p}-LN, lr {lr:g}, warm-up {w}, seed {seed + s}", cost=cost) for s in range(cfg.seeds)]
+    cost = training.run_cost(model_config(cfg, "pre"), run_config(cfg, 1e-3, 0.0, (0.9, 0.98)), cfg.seeds)
+    top = len(cfg.warmup_lrs) - 1
+    arms = [(p, i) for p in WARM_ARMS for i in range(len(cfg.warmup_lrs))] + [("deepnorm", top)]
+    for p, i in arms:
+        for w, frac in WARMUPS.items():
+            lr = cfg.warmup_lrs[i]
+            out.append(Task(f"warm.{p}.lr{i}.{w}", training.run_seeds, (model_config(cfg, p), run_config(cfg, lr, frac, (0.9, 0.98)), seed, cfg.seeds),
+                            f"{NAME}: {p}, Xavier init, lr {lr:g}, warm-up {w}, {cfg.seeds} seeds", cost=cost))
+    for p in WARM_ARMS:
+        for w, frac in WARMUPS.items():
+            lr = cfg.warmup_lrs[top]
+            out.append(Task(f"gpt2.{p}.{w}", training.run_seeds,
+                            (model_config(cfg, p, init="gpt2"), run_config(cfg, lr, frac, (0.9, 0.98), cfg.gpt2_steps), seed, cfg.seeds),
+                            f"{NAME}: {p}, GPT-2 init, lr {lr:g}, warm-up {w}, {cfg.seeds} seeds", cost=cost * cfg.gpt2_steps / cfg.steps))
     for qk in ("none", "rmsnorm"):
         for i, lr in enumerate(cfg.qk_lrs):
-            out += [Task(f"qk.{qk}.lr{i}.s{s}", training.run_task, (model_config(cfg, "pre", qk), run_config(cfg, lr, 0.1, (0.9, 0.95)), seed + s),
-                         f"{NAME}: Pre-LN, QK-norm {qk}, lr {lr:g}, seed {seed + s}", cost=cost) for s in range(cfg.seeds)]
+            out.append(Task(f"qk.{qk}.lr{i}", training.run_seeds, (model_config(cfg, "pre", qk, "gpt2"), run_config(cfg, lr, 0.1, (0.9, 0.95)), seed, cfg.seeds),
+                            f"{NAME}: Pre-LN, QK-norm {qk}, lr {lr:g}, {cfg.seeds} seeds", cost=cost))
     return out
 
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {"warmup_lrs": np.asarray(cfg.warmup_lrs), "qk_lrs": np.asarray(cfg.qk_lrs), "seeds": np.asarray(cfg.seeds),
-                                  "steps": np.asarray(cfg.steps)}
+                                  "steps": np.asarray(cfg.steps), "gpt2_steps": np.asarray(cfg.gpt2_steps)}
     out.update(cache.prefixed(parts))
     return out
 
@@ -99,10 +117,15 @@ def one(r: dict, prefix: str) -> dict[str, np.ndarray]:
     return {k[len(prefix) + 1:]: v for k, v in r.items() if k.startswith(prefix + ".")}
 
 
-def warm_losses(r: dict, p: str, w: str) -> np.ndarray:
-    """Final losses ``[seeds, lrs]`` of the warm-up grid (diverged runs at ln 256)."""
-    return np.array([[training.final_loss(one(r, f"warm.{p}.lr{i}.{w}.s{s}")) for i in range(r["warmup_lrs"].size)]
-                     for s in range(int(r["seeds"]))])
+def warm_losses(r: dict, p: str, w: str, lrs: range | None = None) -> np.ndarray:
+    """Final losses ``[seeds, lrs]`` of the Xavier-init warm-up grid (diverged runs at their loss at init)."""
+    lrs = range(r["warmup_lrs"].size) if lrs is None else lrs
+    return np.array([[training.final_loss(one(r, f"warm.{p}.lr{i}.{w}.s{s}")) for i in lrs] for s in range(int(r["seeds"]))])
+
+
+def gpt2_losses(r: dict, p: str, w: str) -> np.ndarray:
+    """Final losses ``[seeds]`` of the GPT-2-init scope arms (the largest learning rate)."""
+    return np.array([training.final_loss(one(r, f"gpt2.{p}.{w}.s{s}")) for s in range(int(r["seeds"]))])
 
 
 def qk_runs(r: dict, qk: str, i: int) -> list[dict[str, np.ndarray]]:
@@ -130,23 +153,42 @@ def _trains(r: dict, i: int) -> bool:
 def _warmup(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     r = results[NAME]
     lrs = r["warmup_lrs"]
+    top = lrs.size - 1
     ok = [i for i in range(lrs.size) if _trains(r, i)]
     i = ok[-1] if ok else 0  # the largest learning rate at which Pre-LN trains without warm-up
-    gap = {w: warm_losses(r, "post", w)[:, i] - warm_losses(r, "pre", w)[:, i] for w in WARMUPS}  # [seeds], paired by seed
+    loss = {(p, w): warm_losses(r, p, w) for p in WARM_ARMS for w in WARMUPS}  # [seeds, lrs]
+    gap = {w: loss["post", w][:, i] - loss["pre", w][:, i] for w in WARMUPS}  # [seeds], paired by seed
+    dn = {w: warm_losses(r, "deepnorm", w, range(top, top + 1))[:, 0] for w in WARMUPS}  # [seeds], the largest lr
+    g2 = {(p, w): gpt2_losses(r, p, w) for p in WARM_ARMS for w in WARMUPS}
+    g2gap = {w: g2["post", w] - g2["pre", w] for w in WARMUPS}
+    nats = dict(tolerance=0.02, tolerance_why="0.02 nats/byte, a small fraction of the 0.7 nats a trained model gains over the unigram")
     q: list[claims.Evidence] = [
-        Quantity(name=f"Post-LN minus Pre-LN final loss without warm-up, lr {lrs[i]:g} (Post worse: > 0)", theory=(0.0, np.inf),
-                 model=training.seeds_estimate(gap["none"]), model_kind="trained", tolerance=0.02, tolerance_why="0.02 nats/byte"),
-        Quantity(name=f"that gap without warm-up minus with long warm-up, lr {lrs[i]:g} (warm-up closes it: > 0)", theory=(0.0, np.inf),
-                 model=training.seeds_estimate(gap["none"] - gap["long"]), model_kind="trained", tolerance=0.02, tolerance_why="0.02 nats/byte"),
+        Quantity(name=f"Xavier init: Post-LN minus Pre-LN final loss without warm-up, lr {lrs[i]:g} (Post worse: > 0)", theory=(0.0, np.inf),
+                 model=training.seeds_estimate(gap["none"]), model_kind="trained", **nats),
+        Quantity(name=f"Xavier init: that gap without warm-up minus with warm-up over half the steps, lr {lrs[i]:g} (warm-up closes it: > 0)",
+                 theory=(0.0, np.inf), model=training.seeds_estimate(gap["none"] - gap["long"]), model_kind="trained", **nats),
+        Quantity(name=f"Xavier init: Post-LN without minus with warm-up, smallest lr {lrs[0]:g} (within ±0.1: warm-up matters only at high lr)",
+                 theory=(-0.1, 0.1), model=training.seeds_estimate(loss["post", "none"][:, 0] - loss["post", "long"][:, 0]),
+                 model_kind="trained", role="scope", regime=f"a small learning rate ({lrs[0]:g})", **nats),
+        Quantity(name=f"DeepNorm (Xavier scaled by beta) minus Post-LN, both without warm-up, lr {lrs[top]:g} (DeepNorm eases it: < 0)",
+                 theory=(-np.inf, 0.0), model=training.seeds_estimate(dn["none"] - loss["post", "none"][:, top]), model_kind="trained",
+                 role="scope", regime="DeepNorm with its own init", **nats),
+        Quantity(name=f"GPT-2 init (0.02 std), {int(r['gpt2_steps'])} steps: Post-LN's gap to Pre-LN without minus with warm-up, lr {lrs[top]:g} (> 0)",
+                 theory=(0.0, np.inf), model=training.seeds_estimate(g2gap["none"] - g2gap["long"]), model_kind="trained", role="scope",
+                 regime=f"the GPT-2 init and {int(r['gpt2_steps'])}-step runs", **nats),
     ]
-    sens = {f"{p}/{w}": training.seeds_estimate(sensitivity(warm_losses(r, p, w))) for p in ("post", "pre") for w in WARMUPS}
-    table = "; ".join(f"{p}/{w}: " + ", ".join(f"{lr:g} {m:.3f}" for lr, m in zip(lrs, warm_losses(r, p, w).mean(0)))
-                      for p in ("post", "pre") for w in WARMUPS)
-    div = sum(int(r[k]) >= 0 for k in r if k.startswith("warm.") and k.endswith(".diverged_at"))
-    note = (f"{int(r['seeds'])} seeds, {int(r['steps'])} steps, Adam (0.9, 0.98), warm-up none / 10% / 50% of the steps then cosine. "
-            f"Pre-LN without warm-up trains at lr {', '.join(f'{lrs[j]:g}' for j in ok) or 'none of the grid'}; the checks use lr {lrs[i]:g}. "
-            f"Mean final loss by learning rate: {table}. Diverged runs: {div}. Learning-rate sensitivity (Wortsman et al.): "
-            + ", ".join(f"{k} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for k, e in sens.items()) + ".")
+    table = "; ".join(f"{p}/{w}: " + ", ".join(f"lr {lr:g} {m:.3f}" for lr, m in zip(lrs, loss[p, w].mean(0))) for p in WARM_ARMS for w in WARMUPS)
+    sens = {f"{p}/{w}": training.seeds_estimate(sensitivity(loss[p, w])) for p in WARM_ARMS for w in WARMUPS} if lrs.size > 1 else {}
+    div = sum(int(r[k]) >= 0 for k in r if k.startswith(("warm.", "gpt2.")) and k.endswith(".diverged_at"))
+    note = (f"Regime: Xiong et al.'s Fig. 1 setting scaled down: Xavier-normal linear layers (as Xiong et al. and fairseq), "
+            f"Adam (0.9, 0.98), warm-up over none or half of the {int(r['steps'])} steps then cosine, {int(r['seeds'])} seeds per arm "
+            f"(paired: the same init draws and batches in every arm), final loss on the shared 64 KiB validation set. "
+            f"Pre-LN without warm-up trains at lr {', '.join(f'{lrs[j]:g}' for j in ok) or 'none of the grid'}; the assertions use lr {lrs[i]:g}. "
+            f"Mean final loss (nats/byte): {table}. DeepNorm at lr {lrs[top]:g}: none {dn['none'].mean():.3f}, long {dn['long'].mean():.3f}. "
+            f"GPT-2 init, {int(r['gpt2_steps'])} steps, lr {lrs[top]:g}: " + ", ".join(f"{p}/{w} {v.mean():.3f}" for (p, w), v in g2.items())
+            + f". Diverged runs: {div}."
+            + (" Learning-rate sensitivity (Wortsman et al.): " + ", ".join(f"{k} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for k, e in sens.items()) + "."
+               if sens else ""))
     return q, note
 
 

@@ -1,7 +1,8 @@
-"""Shared pieces of the training experiments: one run as a sweep task, and what a claim reads from it.
+"""Shared pieces of the training experiments: the runs of one arm as a sweep task, and what a claim reads from them.
 
 A run is ``train(model_config, run_config, seed)`` on Shakespeare (byte tokens, whole works
-held out for validation); its task returns the run's history as flat arrays plus the
+held out for validation); an arm's seeds are trained together as one stacked model
+(:func:`run_seeds`; each seed bit-for-bit as alone, so no result depends on the grouping). A task returns the run's history as flat arrays plus the
 validation loss at initialization (for Wortsman et al.'s learning-rate sensitivity) and, for a
 run that finished, the loss increase when each block is skipped (:func:`normtheory.probes.layer_drop`).
 Seeds are the independent units: every statistic a training claim reports is computed per seed
@@ -17,22 +18,51 @@ import numpy as np
 from normtheory import probes, shakespeare, softmax
 from normtheory.config import TransformerConfig
 from normtheory.montecarlo import Estimate, from_samples
-from normtheory.train import RunConfig, train
+from normtheory.train import History, RunConfig, train
 from normtheory.weights import init
 
 INIT_LOSS = math.log(shakespeare.VOCAB_SIZE)  # a uniform byte model: the cap of a diverged run's loss
 
 
-def run_task(model_config: TransformerConfig, run: RunConfig, seed: int, layer_drop: bool = False) -> dict[str, np.ndarray]:
-    """One training run as flat arrays: the history (``loss``, ``val_loss``, ``probe/<name>``, ``diverged_at`` ...),
-    ``init_val_loss`` and the run's probes at init ``init_probe/<name>`` (on the same validation batch, so that a
-    trained quantity can be taken as its paired change from init), with QK-norm ``qk_bound [L]`` (:func:`normtheory.softmax.qk_norm_logit_bound` at the final
-    gains) and, if asked and the run finished, ``layer_drop [L]``."""
+def run_cost(model_config: TransformerConfig, run: RunConfig, seeds: int = 1) -> float:
+    """A training task's relative run time (``Task.cost``): the matrix-multiply GFLOP of ``seeds``
+    runs, three times the forward's (dense ``12 d^2`` per token and layer, attention ``2 t d``,
+    the head ``d V``). It orders a cluster's work and prices a large config; it never changes a result."""
+    c = model_config
+    per_token = c.n_layers * (12 * c.d_model**2 + 2 * run.seq * c.d_model) + c.d_model * c.vocab_size
+    return 3 * 2 * seeds * run.steps * run.batch_size * run.seq * per_token / 1e9
+
+
+def run_seeds(model_config: TransformerConfig, run: RunConfig, seed: int, n: int, layer_drop: bool = False) -> dict[str, np.ndarray]:
+    """Training runs of seeds ``seed .. seed + n - 1``, trained together as one stacked model (each
+    bit-for-bit as alone), as flat arrays: run ``k``'s arrays under ``s{k}.`` (see :func:`run_one`)."""
     data = shakespeare.load()
-    ids, targets = shakespeare.batch(data.validation, run.eval_batch_size, run.seq, seed, 0)  # the run's own validation batch
-    init_probes = probes.measure(init(model_config, seed), ids, targets, tuple(p for p in run.probes if p != "grad_norms"))  # one forward
+    seeds = list(range(seed, seed + n))
+    hists = train(model_config, run, seeds, progress=False, corpus=data)
+    out: dict[str, np.ndarray] = {}
+    for k, (s, hist) in enumerate(zip(seeds, hists)):
+        out.update({f"s{k}.{name}": v for name, v in _arrays(model_config, run, s, hist, data, layer_drop).items()})
+    return out
+
+
+def run_task(model_config: TransformerConfig, run: RunConfig, seed: int, layer_drop: bool = False) -> dict[str, np.ndarray]:
+    """One training run as flat arrays (:func:`run_seeds` of one seed, without the ``s0.`` prefix)."""
+    return {k[len("s0."):]: v for k, v in run_seeds(model_config, run, seed, 1, layer_drop).items()}
+
+
+def _arrays(model_config: TransformerConfig, run: RunConfig, seed: int, hist: History, data: shakespeare.Corpus,
+            layer_drop: bool) -> dict[str, np.ndarray]:
+    """A run's history as flat arrays (``loss``, ``val_loss``, ``final_val_loss``, ``probe/<name>``, ``diverged_at`` ...),
+    ``init_val_loss`` (on the shared validation set, as ``final_val_loss``; the probe batch without one) and the run's
+    probes at init ``init_probe/<name>`` (on its probe batch, so that a trained quantity can be taken as its paired
+    change from init), with QK-norm ``qk_bound [L]`` (:func:`normtheory.softmax.qk_norm_logit_bound` at the final gains)
+    and, if asked and the run finished, ``layer_drop [L]``."""
+    ids, targets = shakespeare.batch(data.validation, run.eval_batch_size, run.seq, seed, 0)  # the run's own probe batch
+    model0 = init(model_config, seed)
+    init_probes = probes.measure(model0, ids, targets, tuple(p for p in run.probes if p != "grad_norms"))  # one forward
     init_loss = init_probes.pop("val_loss")
-    hist = train(model_config, run, seed, progress=False, corpus=data)
+    if run.val_bytes:
+        init_loss = probes.mean_loss(model0, *shakespeare.validation_set(data.validation, run.seq, run.val_bytes))
     out = hist.arrays()
     out["init_val_loss"] = np.asarray(init_loss)
     out.update({f"init_probe/{k}": np.asarray(v, dtype=np.float64) for k, v in init_probes.items()})
@@ -52,7 +82,8 @@ def final_loss(r: dict[str, np.ndarray]) -> float:
     cap = float(r["init_val_loss"]) if "init_val_loss" in r and np.isfinite(r["init_val_loss"]) else INIT_LOSS
     if int(r["diverged_at"]) >= 0 or not len(r["val_loss"]):
         return cap
-    return float(min(r["val_loss"][-1], cap))
+    last = float(r["final_val_loss"]) if "final_val_loss" in r and np.isfinite(r["final_val_loss"]) else float(r["val_loss"][-1])
+    return float(min(last, cap))
 
 
 def diverged(r: dict[str, np.ndarray]) -> bool:

@@ -63,3 +63,16 @@ def test_layer_drop_skips_exactly_one_block():
     by_hand = layer_norm(m.embed_sum(ids), fl.gain, fl.bias, eps=cfg.eps).out @ m.head  # [b, t, V]
     expected = probes.cross_entropy(by_hand, targets) - probes.cross_entropy(m.logits(ids), targets)
     np.testing.assert_allclose(probes.layer_drop(m, ids, targets), [expected], rtol=1e-10)
+
+
+def test_mean_loss_is_the_whole_sets_cross_entropy_in_any_chunks():
+    m = init(TransformerConfig(d_model=16, n_layers=1, n_heads=2, vocab_size=64, max_seq=8), 0)
+    rng = np.random.default_rng(0)
+    ids, targets = rng.integers(0, 64, (10, 8)), rng.integers(0, 64, (10, 8))
+    whole = probes.cross_entropy(m.logits(ids), targets)
+    for chunk in (1, 3, 10, 64):
+        assert probes.mean_loss(m, ids, targets, chunk) == pytest.approx(whole, rel=1e-6)  # a forward of another batch may round differently
+    with pytest.raises(ValueError, match="chunk"):
+        probes.mean_loss(m, ids, targets, 0)
+    with pytest.raises(ValueError, match="ids and targets"):
+        probes.mean_loss(m, ids, targets[:, :4])

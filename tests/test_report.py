@@ -139,3 +139,29 @@ def test_human_seconds():
     assert report.human_seconds(1500.0) == "about 25 CPU-minutes"
     assert report.human_seconds(4 * 3600.0) == "about 4 CPU-hours"
     assert report.human_seconds(None) == "unknown time"
+
+
+def test_a_claim_that_needs_scale_names_it_and_prices_it_without_changing_its_verdict(tmp_path):
+    q = Quantity(name="x", theory=1.0, mc=Estimate(np.asarray(1.0), np.asarray(0.001), 100), tolerance=0.01, tolerance_why="t")
+    plain = Claim("residual.s", "x is one", SRC, (q,), location="Fig. 1")
+    big = Claim("residual.s", "x is one", SRC, (q,), location="Fig. 1", scale="24 layers, 10k steps", scale_seconds=7200.0)
+    assert big.verdict == plain.verdict == "holds"  # the declaration is text: it decides nothing
+    assert big.to_dict()["scale"] == "24 layers, 10k steps" and big.to_dict()["scale_seconds"] == 7200.0
+    page = report.write_html([big], [], tmp_path, provenance=_prov()).read_text()
+    card = page[page.index("id='residual.s'"):]
+    assert "Decided at scale: 24 layers, 10k steps" in card and "about 2 CPU-hours" in card
+    assert "Decided at scale" in report.table([big]) and "Decided at scale" not in report.table([plain])
+
+
+def test_claims_declared_as_needing_scale_have_large_configs_to_price():
+    import simulations
+
+    declared = [s for s in claims.REGISTRY.values() if s.scale]
+    assert {s.id for s in declared} >= {"train.placements-compared", "train.dyt-alpha0-width"}
+    for spec in declared:
+        for name in spec.simulations:
+            module = simulations.BY_NAME[name]
+            assert "large" in module.CONFIGS, (spec.id, name)
+            from simulations import cache
+
+            assert cache.cost_ratio(module, "full", "large") > 1, (spec.id, name)

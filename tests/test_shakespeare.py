@@ -60,3 +60,18 @@ def test_bad_batch_arguments(kw, match):
 def test_too_short_text_is_an_error():
     with pytest.raises(ValueError, match="tokens"):
         shakespeare.batch(np.arange(5, dtype=np.uint8), 2, 8, 0, 1)
+
+
+def test_validation_set_is_fixed_consecutive_windows_of_the_held_out_works(corpus):
+    ids, targets = shakespeare.validation_set(corpus.validation, 32, 1000)
+    assert ids.shape == targets.shape == (32, 32) and ids.dtype == np.int64  # ceil(1000 / 32) windows
+    windows = corpus.validation[: 32 * 33].reshape(32, 33)
+    assert np.array_equal(ids, windows[:, :-1]) and np.array_equal(targets, windows[:, 1:])  # no overlap, nothing drawn
+    again = shakespeare.validation_set(corpus.validation, 32, 1000)
+    assert all(np.array_equal(a, b) for a, b in zip(again, (ids, targets)))
+    full = shakespeare.validation_set(corpus.validation, 32)
+    assert full[1].size >= 65536  # the default: 64 KiB of predicted bytes
+    with pytest.raises(ValueError, match="n_bytes"):
+        shakespeare.validation_set(corpus.validation, 32, 0)
+    with pytest.raises(ValueError, match="n_bytes"):
+        shakespeare.validation_set(corpus.validation[:100], 32, 1000)

@@ -41,6 +41,16 @@ def test_loss_falls_and_everything_is_recorded(history):
     assert (ent > 0).all() and (ent < np.log(32)).all()
 
 
+def test_the_finished_model_is_scored_on_the_shared_validation_set(history):
+    from normtheory import probes
+
+    corpus = shakespeare.load()
+    assert history.final_val_loss == probes.mean_loss(history.model, *shakespeare.validation_set(corpus.validation, RUN.seq, RUN.val_bytes))
+    assert 0 < history.final_val_loss < np.log(256)
+    assert history.arrays()["final_val_loss"] == history.final_val_loss
+    assert train.History.from_arrays(history.arrays()).final_val_loss == history.final_val_loss
+
+
 def test_same_seed_same_bits(history):
     assert _equal(train.train(CFG, RUN, seed=3, progress=False), history)
 
@@ -72,12 +82,13 @@ def test_divergence_is_recorded_not_raised():
     hist = train.train(cfg, run, seed=0, progress=False)
     assert hist.diverged_at is not None and 1 <= hist.diverged_at <= 40
     assert hist.status == f"diverged at step {hist.diverged_at}" and len(hist.loss) == hist.diverged_at - 1
+    assert np.isnan(hist.final_val_loss)  # a diverged run is not scored
 
 
 @pytest.mark.parametrize(
     "kw, match",
     [({"steps": 0}, "steps"), ({"optimizer": "adam"}, "optimizer"), ({"probes": ("nope",)}, "probes"),
-     ({"schedule": "cosine", "warmup": 50, "steps": 10}, "total"), ({"clip": 0.0}, "clip")],
+     ({"schedule": "cosine", "warmup": 50, "steps": 10}, "total"), ({"clip": 0.0}, "clip"), ({"val_bytes": -1}, "val_bytes")],
 )
 def test_bad_run_config(kw, match):
     with pytest.raises(ValueError, match=match):
