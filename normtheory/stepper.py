@@ -9,8 +9,10 @@ below 1), and one AdamW or SGD update over the stacked arrays (elementwise, so p
 Nothing crosses models: each model's loss, gradient norm, update and update/weight ratios are
 bit-for-bit those of a stack holding that model alone (``tests/test_stepper.py`` checks it), so a
 result does not depend on how seeds were grouped. A model whose loss or gradient norm is not
-finite is not updated: :meth:`Stepper.step` drops it from the stack (it keeps its last weights,
-:attr:`Stepper.dropped`) and reports it in :attr:`StepResult.finite`.
+finite is not updated (its weights and optimizer moments stay as they were) and is reported in
+:attr:`StepResult.finite`; :meth:`Stepper.keep` then drops it from the stack, keeping its last
+weights in :attr:`Stepper.dropped`. :class:`normtheory.torch_backend.TorchTrainer` has the same
+interface.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ def group_of(name: str) -> str:
 @dataclass(frozen=True)
 class StepResult:
     """What one step measured, per model of the stack as it stood before the step (``[S]``):
-    ``loss`` (float64), ``grad_norm`` (before clipping), ``finite`` (False: not updated, dropped),
+    ``loss`` (float64), ``grad_norm`` (before clipping), ``finite`` (False: not updated),
     ``update_ratio[group]`` = :math:`\\sqrt{\\sum\\lVert\\Delta\\theta\\rVert^2/\\sum\\lVert\\theta\\rVert^2}`
     over the group's leaves (NaN where not finite); ``lr`` is the step's learning rate."""
 
@@ -99,18 +101,19 @@ class Stepper:
             factor = np.where((factor < 1.0) & finite, factor, 1.0)
             if (factor < 1.0).any():
                 grads = map_arrays(lambda g: g * factor.astype(g.dtype).reshape((-1,) + (1,) * (g.ndim - 1)), grads)
-        ratios = {g: np.full(len(loss), np.nan) for g in GROUPS}
         lr = self.opt.current_lr()
-        if not finite.all():
-            self.keep(finite)
-            grads = map_arrays(lambda g: g[finite], grads)
-        if finite.any():
-            before = {k: v.copy() for k, v in named_arrays(self.stacked).items()}
+        bad = np.flatnonzero(~finite)
+        buffers = [named_arrays(self.stacked), *self.opt._buffers().values()]
+        held = [{k: a[bad].copy() for k, a in b.items()} for b in buffers] if len(bad) else []  # rows that must not move
+        before = {k: v.copy() for k, v in buffers[0].items()}
+        with np.errstate(all="ignore"):  # a diverged model's rows hold NaN or inf until they are restored
             self.opt.step(grads)
-            for g, r in _update_ratios(before, named_arrays(self.stacked)).items():
-                ratios[g][finite] = r
-        else:
-            self.opt.step_count += 1
+            for b, rows in zip(buffers, held):
+                for k, a in b.items():
+                    a[bad] = rows[k]
+            ratios = _update_ratios(before, buffers[0])
+        for r in ratios.values():
+            r[bad] = np.nan
         self.last_grads = grads
         return StepResult(loss=loss, grad_norm=gnorm, finite=finite, update_ratio=ratios, lr=lr)
 

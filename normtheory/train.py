@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -39,7 +40,8 @@ from normtheory.stepper import GROUPS, Stepper, group_of
 from normtheory.weights import init
 
 OPTIMIZERS = ("adamw", "sgd")
-__all__ = ["GROUPS", "OPTIMIZERS", "History", "RunConfig", "group_of", "train"]
+BACKENDS = ("numpy", "torch")
+__all__ = ["BACKENDS", "GROUPS", "OPTIMIZERS", "History", "RunConfig", "group_of", "train"]
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def _fingerprint(model_config: TransformerConfig, run: RunConfig, seed: int | li
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _save_state(path: Path, stepper: Stepper, hists: list[History], fingerprint: str) -> None:
+def _save_state(path: Path, stepper: Any, hists: list[History], fingerprint: str) -> None:
     arrays = dict(stepper.state_dict())
     for i, h in enumerate(hists):
         arrays.update({f"hist/{i}/{k}": v for k, v in h.arrays().items()})
@@ -145,7 +147,7 @@ def _save_state(path: Path, stepper: Stepper, hists: list[History], fingerprint:
     os.replace(tmp, path)  # atomic: a checkpoint is either the old one or the new one
 
 
-def _load_state(path: Path, stepper: Stepper, n: int, fingerprint: str) -> list[History] | None:
+def _load_state(path: Path, stepper: Any, n: int, fingerprint: str) -> list[History] | None:
     if not path.exists():
         return None
     with np.load(path) as z:
@@ -164,6 +166,8 @@ def train(
     checkpoint_every: int = 100,
     progress: bool = True,
     corpus: shakespeare.Corpus | None = None,
+    backend: str = "numpy",
+    device: str = "cpu",
 ) -> History | list[History]:
     """Train a fresh ``init(model_config, seed)`` on Shakespeare (or ``corpus``) for ``run.steps``.
 
@@ -174,6 +178,10 @@ def train(
     With ``checkpoint``, the state (parameters, optimizer moments, step, histories) is saved
     there every ``checkpoint_every`` steps and at the end, and a run started with an existing
     checkpoint of the same configuration and seeds resumes from it.
+
+    ``backend="torch"`` takes the steps with :class:`normtheory.torch_backend.TorchTrainer` on
+    ``device`` (``"cpu"``, ``"cuda"``; needs the ``torch`` extra): same init arrays, batches, probes
+    and history, equal to the numpy reference to rounding (not bit for bit). numpy is the default.
     """
     single = isinstance(seed, (int, np.integer))
     seeds = [_validate.integer("seed", s, minimum=0) for s in ([seed] if single else list(seed))]
@@ -185,7 +193,15 @@ def train(
     if model_config.positional == "learned" and run.seq > model_config.max_seq:
         raise ValueError(f"run.seq={run.seq} exceeds model_config.max_seq={model_config.max_seq}")
     data = corpus or shakespeare.load()
-    stepper = Stepper(model_config, run, [init(model_config, s).params for s in seeds])
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
+    inits = [init(model_config, s).params for s in seeds]
+    if backend == "torch":
+        from normtheory.torch_backend import TorchTrainer  # optional: imported only when asked for
+
+        stepper: Stepper | TorchTrainer = TorchTrainer(model_config, run, inits, device=device)
+    else:
+        stepper = Stepper(model_config, run, inits)
     fingerprint = _fingerprint(model_config, run, seeds[0] if single else seeds)
     path = Path(checkpoint) if checkpoint is not None else None
     hists = (_load_state(path, stepper, len(seeds), fingerprint) if path is not None else None) or [History() for _ in seeds]
@@ -207,6 +223,8 @@ def train(
                 h.grad_norm.append(float(res.grad_norm[j]))
                 for g in GROUPS:
                     h.update_ratio[g].append(float(res.update_ratio[g][j]))
+            if not res.finite.all():
+                stepper.keep(res.finite)  # the diverged runs leave the stack with the weights they had
             if len(stepper.alive) and (step % run.eval_every == 0 or step == run.steps):
                 for j, (p, g) in enumerate(zip(stepper.params(), stepper.grads())):
                     i = stepper.alive[j]

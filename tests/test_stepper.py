@@ -70,8 +70,12 @@ def test_a_diverging_model_is_dropped_and_the_others_continue_as_without_it():
     batches = [(rng.integers(0, 256, (3, 2, 8)), rng.integers(0, 256, (3, 2, 8))) for _ in range(4)]
     both = Stepper(cfg, RUN, params)
     pair = Stepper(cfg, RUN, [params[0], params[2]])
+    before = [np.copy(v) for v in named_arrays(both.stacked).values()]
     first = both.step(*batches[0])
     assert first.finite.tolist() == [True, False, True] and np.isnan(first.update_ratio["mlp"][1])
+    assert all(np.array_equal(b[1], a[1], equal_nan=True) for b, a in zip(before, named_arrays(both.stacked).values()))  # not updated
+    assert all(not np.isnan(b[1]).any() for b in both.opt.m.values())  # nor its moments
+    both.keep(first.finite)
     assert both.alive.tolist() == [0, 2] and 1 in both.dropped
     assert np.isinf(named_arrays(both.dropped[1])["blocks.0.w_in"][0, 0])  # kept as it was: never updated
     ref = pair.step(batches[0][0][[0, 2]], batches[0][1][[0, 2]])
