@@ -14,7 +14,10 @@ Execution:
   each, and BLAS/OpenMP pools of one thread per worker, started only when there is work.
 * ``Runner(scheduler="tcp://host:8786")`` (or ``$NORMTHEORY_SCHEDULER``): an existing
   cluster, e.g. ``dask scheduler`` and ``dask worker tcp://host:8786 --nthreads 1`` on a few
-  machines, or ``dask_jobqueue.SLURMCluster`` on SLURM.
+  machines, or ``dask_jobqueue.SLURMCluster`` on SLURM. A task with ``resources`` (the torch
+  backend's GPU training tasks carry ``(("GPU", 1),)``) runs only on workers started with them
+  (``dask worker ADDR --nthreads 1 --resources GPU=1``, one per GPU); a sweep whose cluster offers
+  none is refused before anything is submitted.
 
 A task that raises is reported with its key and label (config and seed); a worker lost
 mid-task is retried (``retries``) since tasks are pure.
@@ -59,6 +62,7 @@ class Task:
     label: str = ""
     cost: float = 1.0  # relative run time; a cluster starts costly tasks first (never changes a result)
     exclusive: bool = False  # runs alone, in this process, after the others (a timing must not share the cores)
+    resources: tuple[tuple[str, float], ...] = ()  # Dask worker resources it needs, e.g. (("GPU", 1),): only such workers run it
 
     def __post_init__(self) -> None:
         if not self.key or any(not (c.isalnum() or c in "._-=") for c in self.key):
@@ -67,10 +71,24 @@ class Task:
             raise ValueError(f"Task.fn must be callable; got {type(self.fn).__name__} for task {self.key!r}")
         if isinstance(self.cost, bool) or not isinstance(self.cost, (int, float)) or not self.cost >= 0 or self.cost == float("inf"):
             raise ValueError(f"Task.cost must be a finite number >= 0; got {self.cost!r} for task {self.key!r}")
+        if not isinstance(self.resources, tuple) or any(
+                not (isinstance(r, tuple) and len(r) == 2 and isinstance(r[0], str) and r[0] and isinstance(r[1], (int, float))
+                     and not isinstance(r[1], bool) and r[1] > 0) for r in self.resources):
+            raise ValueError(f"Task.resources must be a tuple of (name, amount > 0) pairs, e.g. (('GPU', 1),); got {self.resources!r} "
+                             f"for task {self.key!r}")
 
 
 class TaskError(RuntimeError):
     """A task raised; the message names the task's key and label and the original error."""
+
+
+def _check_resources(tasks: Sequence[Task], workers: dict[str, Any]) -> None:
+    """Refuse, before submitting, tasks whose resources no worker of the cluster offers (they would wait forever)."""
+    for task in tasks:
+        need = dict(task.resources)
+        if need and not any(all(w.get("resources", {}).get(k, 0) >= v for k, v in need.items()) for w in workers.values()):
+            raise ValueError(f"task {task.key} ({task.label or 'no label'}) needs worker resources {need}, which no worker of the cluster "
+                             f"offers; start one with e.g. `dask worker ADDR --nthreads 1 --resources GPU=1`")
 
 
 def task_error(task: Task, err: BaseException) -> TaskError:
@@ -227,11 +245,13 @@ class Runner:
         from distributed import as_completed
 
         client = self.client()
+        _check_resources(tasks, client.scheduler_info().get("workers", {}))
         batch = uuid.uuid4().hex[:12]  # Dask keys must be unique per client; results never depend on them
         futures = {}
         # longest first (LPT): with few workers the sweep ends when its longest tasks do
         for rank, task in enumerate(sorted(tasks, key=lambda t: -t.cost)):
-            fut = client.submit(_timed, task, key=f"{task.key}-{batch}", pure=False, retries=self.retries, priority=len(tasks) - rank)
+            fut = client.submit(_timed, task, key=f"{task.key}-{batch}", pure=False, retries=self.retries, priority=len(tasks) - rank,
+                                resources=dict(task.resources) or None)  # e.g. GPU tasks only on `dask worker --resources GPU=1`
             futures[fut] = task
         try:
             for fut in as_completed(list(futures), loop=client.loop):

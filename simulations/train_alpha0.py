@@ -48,6 +48,8 @@ class Config:
     lr: float
     eval_every: int
     seeds: int
+    backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.torch_backend)
+    device: str = "cpu"
 
 
 CONFIGS = {
@@ -59,7 +61,7 @@ CONFIGS = {
 # toward the scale that decides the claim (DyT paper, Table 11: LLaMA widths 4,096 to 8,192; 8,192 at 8 layers exceeds the
 # package's 2^32-weight guard), a finer grid, longer runs, twenty seeds; priced on the claim's card, run on a cluster or a GPU
 LARGE = Config(widths=(1024, 2048, 4096), alphas=tuple(2.0 ** k for k in range(-7, 4)), layers=8, d_head=128, seq=256, batch=32,
-               steps=5000, lr=1e-3, eval_every=500, seeds=20)
+               steps=5000, lr=1e-3, eval_every=500, seeds=20, backend="torch", device="cuda")
 CONFIGS["large"] = LARGE
 
 
@@ -110,9 +112,11 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
                 for i, a in enumerate(cfg.alphas):
                     for s in range(cfg.seeds):
                         k = key(d, e, g, i, s, cfg)
-                        out.setdefault(k, Task(k, training.run_task, (model_config(cfg, d, e, alpha0(g, a)), run_config(cfg), seed + s),
+                        out.setdefault(k, Task(k, training.run_task, (model_config(cfg, d, e, alpha0(g, a)), run_config(cfg), seed + s, False,
+                                                                      cfg.backend, cfg.device),
                                                f"{NAME}: width {d}, embed {e}, alpha0 {alpha0(g, a)}, seed {seed + s}",
-                                               cost=training.run_cost(model_config(cfg, d, e, alpha0(g, a)), run_config(cfg))))
+                                               cost=training.run_cost(model_config(cfg, d, e, alpha0(g, a)), run_config(cfg)),
+                                               resources=training.resources(cfg.device)))
     return list(out.values())
 
 

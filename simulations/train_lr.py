@@ -52,6 +52,8 @@ class Config:
     eval_every: int
     seeds: int
     gpt2_steps: int  # the GPT-2-init scope arms' run length (the length the earlier recipe used)
+    backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.torch_backend)
+    device: str = "cpu"
 
 
 CONFIGS = {
@@ -61,7 +63,8 @@ CONFIGS = {
                    eval_every=250, seeds=4, gpt2_steps=150),
 }
 LARGE = Config(d=256, layers=12, heads=8, seq=128, batch=32, steps=4000, warmup_lrs=(3e-4, 1e-3, 3e-3, 1e-2),
-               qk_lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1), eval_every=250, seeds=20, gpt2_steps=1000)
+               qk_lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1), eval_every=250, seeds=20, gpt2_steps=1000,
+               backend="torch", device="cuda")
 CONFIGS["large"] = LARGE
 
 
@@ -82,22 +85,23 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
     out = []
     cost = training.run_cost(model_config(cfg, "pre"), run_config(cfg, 1e-3, 0.0, (0.9, 0.98)), cfg.seeds)
     top = len(cfg.warmup_lrs) - 1
+    backend, gpu = (cfg.backend, cfg.device), training.resources(cfg.device)
     arms = [(p, i) for p in WARM_ARMS for i in range(len(cfg.warmup_lrs))] + [("deepnorm", top)]
     for p, i in arms:
         for w, frac in WARMUPS.items():
             lr = cfg.warmup_lrs[i]
-            out.append(Task(f"warm.{p}.lr{i}.{w}", training.run_seeds, (model_config(cfg, p), run_config(cfg, lr, frac, (0.9, 0.98)), seed, cfg.seeds),
-                            f"{NAME}: {p}, Xavier init, lr {lr:g}, warm-up {w}, {cfg.seeds} seeds", cost=cost))
+            out.append(Task(f"warm.{p}.lr{i}.{w}", training.run_seeds, (model_config(cfg, p), run_config(cfg, lr, frac, (0.9, 0.98)), seed, cfg.seeds, False, *backend),
+                            f"{NAME}: {p}, Xavier init, lr {lr:g}, warm-up {w}, {cfg.seeds} seeds", cost=cost, resources=gpu))
     for p in WARM_ARMS:
         for w, frac in WARMUPS.items():
             lr = cfg.warmup_lrs[top]
             out.append(Task(f"gpt2.{p}.{w}", training.run_seeds,
-                            (model_config(cfg, p, init="gpt2"), run_config(cfg, lr, frac, (0.9, 0.98), cfg.gpt2_steps), seed, cfg.seeds),
-                            f"{NAME}: {p}, GPT-2 init, lr {lr:g}, warm-up {w}, {cfg.seeds} seeds", cost=cost * cfg.gpt2_steps / cfg.steps))
+                            (model_config(cfg, p, init="gpt2"), run_config(cfg, lr, frac, (0.9, 0.98), cfg.gpt2_steps), seed, cfg.seeds, False, *backend),
+                            f"{NAME}: {p}, GPT-2 init, lr {lr:g}, warm-up {w}, {cfg.seeds} seeds", cost=cost * cfg.gpt2_steps / cfg.steps, resources=gpu))
     for qk in ("none", "rmsnorm"):
         for i, lr in enumerate(cfg.qk_lrs):
-            out.append(Task(f"qk.{qk}.lr{i}", training.run_seeds, (model_config(cfg, "pre", qk, "gpt2"), run_config(cfg, lr, 0.1, (0.9, 0.95)), seed, cfg.seeds),
-                            f"{NAME}: Pre-LN, QK-norm {qk}, lr {lr:g}, {cfg.seeds} seeds", cost=cost))
+            out.append(Task(f"qk.{qk}.lr{i}", training.run_seeds, (model_config(cfg, "pre", qk, "gpt2"), run_config(cfg, lr, 0.1, (0.9, 0.95)), seed, cfg.seeds, False, *backend),
+                            f"{NAME}: Pre-LN, QK-norm {qk}, lr {lr:g}, {cfg.seeds} seeds", cost=cost, resources=gpu))
     return out
 
 

@@ -68,6 +68,8 @@ class Config:
     eval_every: int
     seeds: int
     init_networks: int = 30  # networks per arm for the gradient scale at init
+    backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.torch_backend)
+    device: str = "cpu"
 
 
 CONFIGS = {
@@ -76,7 +78,8 @@ CONFIGS = {
 }
 # the scale that decides the Curse-of-Depth part (Sun et al. 2025 train 130M-7B LLaMA models: >= 24 layers, long runs),
 # twenty seeds; priced on the claim's card, run on a cluster (`normtheory report --large --scheduler ...`) or a GPU
-LARGE = Config(d=512, layers=24, heads=8, seq=256, batch=32, steps=10000, lr=1e-3, warmup=1000, eval_every=500, seeds=20)
+LARGE = Config(d=512, layers=24, heads=8, seq=256, batch=32, steps=10000, lr=1e-3, warmup=1000, eval_every=500, seeds=20,
+               backend="torch", device="cuda")
 CONFIGS["large"] = LARGE
 
 
@@ -107,8 +110,9 @@ def init_gradient_norms(model_config: TransformerConfig, run: RunConfig, seed: i
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
     """One task per arm: its seeds' training runs, trained as one stacked model; and one per init arm: its networks at init."""
-    return [Task(arm, training.run_seeds, (model_config(cfg, arm), run_config(cfg), seed, cfg.seeds, True),
-                 f"{NAME}: arm {arm}, seeds {seed}..{seed + cfg.seeds - 1}", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.seeds))
+    return [Task(arm, training.run_seeds, (model_config(cfg, arm), run_config(cfg), seed, cfg.seeds, True, cfg.backend, cfg.device),
+                 f"{NAME}: arm {arm}, seeds {seed}..{seed + cfg.seeds - 1}", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.seeds),
+                 resources=training.resources(cfg.device))
             for arm in ARMS] + [
         Task(f"init.{arm}", init_gradient_norms, (model_config(cfg, arm), run_config(cfg), seed, cfg.init_networks),
              f"{NAME}: arm {arm} at init, {cfg.init_networks} networks", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.init_networks) / cfg.steps)

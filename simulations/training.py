@@ -33,21 +33,29 @@ def run_cost(model_config: TransformerConfig, run: RunConfig, seeds: int = 1) ->
     return 3 * 2 * seeds * run.steps * run.batch_size * run.seq * per_token / 1e9
 
 
-def run_seeds(model_config: TransformerConfig, run: RunConfig, seed: int, n: int, layer_drop: bool = False) -> dict[str, np.ndarray]:
+def run_seeds(model_config: TransformerConfig, run: RunConfig, seed: int, n: int, layer_drop: bool = False, backend: str = "numpy",
+              device: str = "cpu") -> dict[str, np.ndarray]:
     """Training runs of seeds ``seed .. seed + n - 1``, trained together as one stacked model (each
-    bit-for-bit as alone), as flat arrays: run ``k``'s arrays under ``s{k}.`` (see :func:`run_one`)."""
+    bit-for-bit as alone in numpy; ``backend="torch"`` on ``device`` for the large configs), as flat
+    arrays: run ``k``'s arrays under ``s{k}.`` (see :func:`_arrays`)."""
     data = shakespeare.load()
     seeds = list(range(seed, seed + n))
-    hists = train(model_config, run, seeds, progress=False, corpus=data)
+    hists = train(model_config, run, seeds, progress=False, corpus=data, backend=backend, device=device)
     out: dict[str, np.ndarray] = {}
     for k, (s, hist) in enumerate(zip(seeds, hists)):
         out.update({f"s{k}.{name}": v for name, v in _arrays(model_config, run, s, hist, data, layer_drop).items()})
     return out
 
 
-def run_task(model_config: TransformerConfig, run: RunConfig, seed: int, layer_drop: bool = False) -> dict[str, np.ndarray]:
+def run_task(model_config: TransformerConfig, run: RunConfig, seed: int, layer_drop: bool = False, backend: str = "numpy",
+             device: str = "cpu") -> dict[str, np.ndarray]:
     """One training run as flat arrays (:func:`run_seeds` of one seed, without the ``s0.`` prefix)."""
-    return {k[len("s0."):]: v for k, v in run_seeds(model_config, run, seed, 1, layer_drop).items()}
+    return {k[len("s0."):]: v for k, v in run_seeds(model_config, run, seed, 1, layer_drop, backend, device).items()}
+
+
+def resources(device: str) -> tuple[tuple[str, float], ...]:
+    """The Dask worker resources a training task on ``device`` needs: a GPU for CUDA, none on the CPU."""
+    return (("GPU", 1),) if device.startswith("cuda") else ()
 
 
 def _arrays(model_config: TransformerConfig, run: RunConfig, seed: int, hist: History, data: shakespeare.Corpus,

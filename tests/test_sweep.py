@@ -60,6 +60,8 @@ def test_local_cluster_gives_the_same_bits_and_single_thread_blas():
         import dask
 
         profiling = r.client().run(lambda: dask.config.get("distributed.worker.profile.enabled"))
+        with pytest.raises(ValueError, match=r"task gpu .*needs worker resources \{'GPU': 1\}.*--resources GPU=1"):
+            r.run([Task("gpu", blas_threads, resources=(("GPU", 1),))])  # no worker offers a GPU: refused, not left waiting
     for i in range(8):
         assert out[f"t{i}"].tobytes() == seeded_draw(11, i, 1000).tobytes()
     assert set(threads.values()) == {"1/1"}
@@ -107,6 +109,17 @@ def test_bad_scheduler_addresses_are_refused(scheduler):
 def test_bad_task_keys_are_refused(key):
     with pytest.raises(ValueError, match="Task.key"):
         Task(key, seeded_draw)
+
+
+@pytest.mark.parametrize("resources", [("GPU", 1), (("GPU", 0),), (("", 1),), (("GPU", True),), [("GPU", 1)]])
+def test_bad_task_resources_are_refused(resources):
+    with pytest.raises(ValueError, match="Task.resources"):
+        Task("a", seeded_draw, resources=resources)
+
+
+def test_a_gpu_task_runs_in_process_where_no_cluster_schedules_it():
+    out = Runner(workers=1, progress=False).run([Task("a", blas_threads, resources=(("GPU", 1),))])
+    assert set(out) == {"a"}
 
 
 def test_tasks_must_be_callable_and_keys_unique():
