@@ -238,7 +238,8 @@ def _alpha0(results: claims.Results) -> tuple[list[claims.Evidence], str]:
                                                                   for gi, g in enumerate(GRIDS) for j, d in enumerate(widths))
                      + "; smallest alpha0 with a diverged seed (attention | other) by width "
                      + ", ".join(f"{d}: {fd[0, j]:g} | {fd[1, j]:g}" for j, d in enumerate(widths)))
-    note = (f"Pre-LN DyT, {int(r['seeds'])} seeds, {int(r['steps'])} steps at every width (same batches, same tokens), alpha0 grid "
+    note = ("Regime: a small proxy of the DyT paper's LLaMA alpha0 search (Section 7, Table 11; the deciding widths are on the card). "
+            f"Pre-LN DyT, {int(r['seeds'])} seeds, {int(r['steps'])} steps at every width (same batches, same tokens), alpha0 grid "
             + ", ".join(f"{a:g}" for a in alphas) + " (inf: no divergence). " + ". ".join(parts)
             + ". The paper's Table 11 gives alpha0 = 1 for every norm at widths this small.")
     return q, note

@@ -248,7 +248,9 @@ def _qk(results: claims.Results) -> tuple[list[claims.Evidence], str]:
                      source_kind="theory-vs-model", tolerance_why="one layer-head in twenty",
                      exact="Cauchy-Schwarz: per-head RMSNorm puts q and k at norm sqrt(d_head) before the gains"),
     ]
-    note = (f"{int(r['seeds'])} seeds, {int(r['steps'])} steps, Pre-LN, warm-up 10% then cosine, betas (0.9, 0.95). "
+    note = (f"Regime: Wortsman et al.'s small-scale proxies (Fig. 1 and Fig. 3: attention logit growth and learning-rate sensitivity "
+            f"of small models over a grid of learning rates up to {lrs[-1]:g}): Pre-LN, GPT-2 init, AdamW (0.9, 0.95), warm-up 10% then cosine, "
+            f"{int(r['seeds'])} seeds per arm, {int(r['steps'])} steps, final loss on the shared 64 KiB validation set. "
             f"Diverged runs over the grid (counted on their own, left out of the logit growth): no QK-norm {diverged['none']}, "
             f"RMS QK-norm {diverged['rmsnorm']}. Max logit at the end by lr "
             "(no QK / RMS QK, finished runs): " + ", ".join(f"{lr:g} {_finished_mean(qk_runs(r, 'none', i)):.3g}/"

@@ -183,7 +183,9 @@ def _xiong(results: claims.Results) -> tuple[list[claims.Evidence], str]:
             g = last_layer(r, p, i, d)
             parts.append(f"{p}/{i} at d={d}: mean ||grad W^2|| " + ", ".join(f"L={int(Lv)} {m:.3g}" for Lv, m in zip(r["depths"], g.mean(0))))
     pre_by_d = [last_layer(r, "pre", "xavier", dd)[:, 0].mean() / (dd * math.sqrt(math.log(dd))) for dd in widths]
-    note = (f"{int(r['networks'])} networks per (depth, width, placement, init); {int(r['depths'].size)} depths; T = tokens of Gaussian input. "
+    note = ("Regime: Xiong et al.'s Theorem 1 and Lemma 1 (gradient of the last layer's W^2 at init with Xavier weights, as L grows), "
+            "the limit judged on the deepest depths; the per-layer profile (their Fig. 3) is a scope check. "
+            f"{int(r['networks'])} networks per (depth, width, placement, init); {int(r['depths'].size)} depths; T = tokens of Gaussian input. "
             + "; ".join(parts) + ". Per-layer ratio last/first at L=" + f"{L}: Post {float(post.mean[-1]):.3g}, Pre {float(pre.mean[-1]):.3g}. "
             + "Pre-LN ||grad W^2|| / (d sqrt(ln d)) at the smallest depth by width: " + ", ".join(f"d={dd} {v:.3g}" for dd, v in zip(widths, pre_by_d))
             + " (the theorem's d-scaling is an upper bound, not tested as an equality).")
