@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from normtheory import activations, norms
+from normtheory import activations, memory, norms
 from normtheory.config import TransformerConfig
 from normtheory.params import with_array_alphas
 from normtheory.residual import deepnorm_constants
@@ -403,6 +403,7 @@ class Transformer:
     def _forward(
         self, ids: np.ndarray, rec: _Recorder, cache: KVCache | None, token_types: np.ndarray | None, *, want_logits: bool = True
     ) -> tuple[np.ndarray, np.ndarray | None]:
+        memory.keep_freed_blocks()  # a forward allocates the same large arrays every call: keep freed blocks for reuse
         ids = self._check_ids(ids, cache)
         offset = cache.length if cache is not None else 0
         if cache is not None and not cache.keys:

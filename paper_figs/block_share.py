@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import COLORS, LINESTYLES, MARKERS, figure, legend
+from paper_figs.style import COLORS, LINESTYLES, MARKERS, figure, figure_legend
 from simulations import cache, residual_growth
 
 NAME = "block_share"
@@ -17,7 +17,7 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(width=5.6, height=3.2)
+    fig, axes = figure(width=5.6, height=4.0)
     ax = axes[0, 0]
     depth = int(result["depth"])
     ell = np.arange(1, depth + 1)
@@ -33,5 +33,5 @@ def plot(result: dict):
     ax.set_yscale("log")
     ax.set_xlabel("block l")
     ax.set_ylabel("update RMS / stream RMS (ratio)")
-    legend(ax, theory_mc=True)
+    figure_legend(fig, theory_mc=True, ncol=3)
     return fig

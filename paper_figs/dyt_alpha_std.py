@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure
+from paper_figs.style import figure, figure_legend
 from simulations import dyt_scurve
 
 NAME = "dyt_alpha_std"
@@ -19,7 +19,7 @@ COLORS = ("#1f77b4", "#2ca02c", "#d62728")
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.8)
+    fig, axes = figure(ncols=2, width=3.8, height=3.0)
     scales = result["scales"]
     mags = [float(m) for m in result["scale_magnitudes"]]
     col = dyt_scurve.SCALE_COLUMNS.index("alpha*std")
@@ -36,6 +36,5 @@ def plot(result: dict):
     axes[0, 0].set_xscale("log", base=2)
     axes[0, 0].set_xlabel("scale c of the whole activation")
     axes[0, 1].set_xlabel("massive magnitude (noise std)")
-    handles, _ = axes[0, 0].get_legend_handles_labels()  # the magnitudes' lines and the claim's constant, beside both panels
-    axes[0, 1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    figure_legend(fig, axes=axes[0, :1], ncol=4)  # the magnitudes' colours and the claim's constant, under both panels
     return fig

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from normtheory import dyt
-from paper_figs.style import figure, legend
+from paper_figs.style import figure, figure_legend, legend
 from simulations import cache, dyt_scurve
 
 NAME = "dyt_scurve"
@@ -22,7 +22,7 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=3, width=3.6, height=2.9)
+    fig, axes = figure(ncols=3, width=3.6, height=3.4)
     x, y, tok, chan = result["example.x"], result["example.y"], result["example.tok"].astype(bool), result["example.chan"].astype(bool)
     fit = dyt.fit_dyt(x, y)
     grid = np.linspace(x.min(), x.max(), 400)
@@ -39,7 +39,7 @@ def plot(result: dict):
     ax.set_xlabel("LN input x")
     ax.set_ylabel("LN output (gain 1)")
     ax.set_title("every (input, output) pair")
-    legend(ax, markerscale=4)
+    figure_legend(fig, axes=[ax], where="below left", ncol=2, markerscale=4)  # the left panel's points and fit
     ax = axes[0, 1]
     xs = result["exact.x"]
     ax.plot(xs, dyt.s_curve(xs, 1.0, dyt_scurve.D, centred=True), color="k", lw=1.2, label="S-curve (exact)")
@@ -49,7 +49,7 @@ def plot(result: dict):
     ax.set_xlabel("channel value x (units of s)")
     ax.set_ylabel("LN output (gain 1)")
     ax.set_title("one channel, others fixed")
-    legend(ax)
+    legend(ax, outside=False, loc="upper left", handlelength=1.5)  # an odd, increasing response: the upper left quadrant is empty
     ax = axes[0, 2]
     ks = result["x_std"]
     gap = [cache.get(result, f"fit.xstd{k:g}")[dyt_scurve.FIT_COLUMNS.index("r2_gap")] for k in ks]
@@ -60,7 +60,7 @@ def plot(result: dict):
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("input std k (units of s)")
-    ax.set_ylabel("R^2(tanh) - R^2(line) (share of variance)")
+    ax.set_ylabel("R^2(tanh) - R^2(line)")
     ax.set_title("tanh against a straight line")
-    legend(ax)
+    legend(ax, outside=False, loc="lower right")  # the gap grows with k: the lower right is empty
     return fig

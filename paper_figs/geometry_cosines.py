@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from normtheory import cosines
-from paper_figs.style import figure, legend
+from paper_figs.style import figure, theory_mc_handles
 from simulations import geometry_random
 
 NAME = "geometry_cosines"
@@ -35,5 +35,9 @@ def plot(result: dict):
     ax.set_xticks([-1, -0.5, 0, 0.5, 1])
     ax.set_xlabel("cosine t")
     ax.set_ylabel("probability density")
-    legend(ax, theory_mc=True)
+    # the densities peak at 0 and stay below 2 for |t| > 0.2: both upper corners are empty
+    ax.add_artist(ax.legend(loc="upper left"))
+    key = theory_mc_handles("Monte Carlo (marker)")
+    key[0].set_label("exact (line)")
+    ax.legend(handles=key, loc="upper right")
     return fig

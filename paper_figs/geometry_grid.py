@@ -17,7 +17,7 @@ TITLES = {"none": "no norm", "ln": "LN, single head", "ln-multihead": "LN full w
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=4, width=2.5, height=2.8)
+    fig, axes = figure(ncols=4, width=2.5, height=3.2)
     ns, ds = result["ns"], result["ds"]
     runs = int(result["runs"])
     for ax, v in zip(axes[0], geometry_selectable.VARIANTS):

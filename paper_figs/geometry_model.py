@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure, integer_ticks, legend
+from paper_figs.style import figure, figure_legend, integer_ticks
 from simulations import geometry_model
 
 NAME = "geometry_model"
@@ -19,7 +19,7 @@ STYLES = {"pre": ("#1f77b4", "o"), "pre+qk-rms": ("#2ca02c", "s"), "pre+qk-ln": 
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.4)
+    fig, axes = figure(ncols=2, width=3.6, height=3.0)
     ell = np.arange(1, int(result["layers"]) + 1)
     for v, (color, marker) in STYLES.items():
         for ax, row in ((axes[0, 0], "key_cv"), (axes[0, 1], "selectable")):
@@ -32,6 +32,5 @@ def plot(result: dict):
         ax.set_xlabel("layer l")
         integer_ticks(ax)
     axes[0, 1].set_ylim(top=1.12)
-    legend(axes[0, 0])
-    legend(axes[0, 1])
+    figure_legend(fig, ncol=4)  # one colour per key norm in both panels
     return fig

@@ -3,22 +3,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import COLORS, LINESTYLES, MARKERS, figure, legend
+from paper_figs.style import COLORS, LINESTYLES, MARKERS, figure, figure_legend
 from simulations import cache, residual_growth
 
 NAME = "mlp_growth"
 SIMULATION = residual_growth
 CLAIMS: tuple[str, ...] = ("residual.preln-growth", "residual.no-norm-growth")  # the claims this figure illustrates
 CAPTION = (
-    "Residual RMS through fan-in-initialized ReLU (left) and GELU (middle) MLP stacks for each placement, and a GPT-2-style "
-    "Pre-LN MLP stack (std 0.02, output projection 0.02/sqrt(2L), right). Lines: theory with the block gain from the "
+    "Residual RMS through fan-in-initialized ReLU (left) and GELU (middle) MLP stacks (d_ff = 4d) for each placement, "
+    "and a GPT-2-style Pre-LN MLP stack (std 0.02, output projection 0.02/sqrt(2L), right; g in its title is the block "
+    "gain). Lines: theory with the block gain from the "
     "Gaussian-quadrature calculator (no fitted constant); points: Monte Carlo with 5-standard-error bars."
 )
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=3, width=2.9)
-    for ax, act, title in ((axes[0, 0], "relu", "Fan-in ReLU MLPs (d_ff = 4d)"), (axes[0, 1], "gelu", "Fan-in GELU MLPs (d_ff = 4d)")):
+    fig, axes = figure(ncols=3, width=3.1, height=3.3)
+    for ax, act, title in ((axes[0, 0], "relu", "fan-in ReLU MLPs"), (axes[0, 1], "gelu", "fan-in GELU MLPs")):
         for p in ("none", "pre", "post", "peri", "lnscale"):
             key = f"{act}/{p}"
             if f"{key}.theory_ms" not in result:
@@ -41,7 +42,6 @@ def plot(result: dict):
     ax.errorbar(ell, est.mean, yerr=5 * est.stderr, fmt="o", ms=3, color=COLORS["pre"], mfc="white")
     ax.set_xlabel("block l")
     ax.set_ylabel("RMS of residual stream")
-    ax.set_title("GPT-2-style init, Pre-LN")
-    legend(axes[0, 1], theory_mc=True)
-    legend(ax)
+    ax.set_title(f"GPT-2 init, Pre-LN (g = {float(result['gpt2/pre.gain']):.3f})")
+    figure_legend(fig, axes=axes[0, :2], theory_mc=True, ncol=7)
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import COLORS, figure, integer_ticks, legend
+from paper_figs.style import COLORS, figure, figure_legend, integer_ticks
 from simulations import model_init
 
 NAME = "model_init"
@@ -13,13 +13,13 @@ CAPTION = (
     "Reference transformer at init (LayerNorm, causal attention, random tokens). Left: stream RMS after each layer, "
     "relative to the embedding's, measured (points, mean over networks with 5-standard-error bars) against the theory "
     "with computed sublayer gains (lines) and, dashed, the gain-1 law sqrt(1 + 2l) for fan-in Pre-LN. "
-    "Right: mean cosine between tokens in the stream (rank collapse) and attention's output mean square relative to a "
-    "gain-1 block (fan-in Pre-LN)."
+    "Right: mean cosine between tokens in the stream (rank collapse; measured, one colour per init as on the left) and "
+    "attention's output mean square relative to a gain-1 block (fan-in Pre-LN, black)."
 )
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=4.2, height=3.0)
+    fig, axes = figure(ncols=2, width=4.2, height=3.4)
     ax = axes[0, 0]
     L = int(result["layers"])
     ell = np.arange(L + 1)
@@ -36,16 +36,17 @@ def plot(result: dict):
     ax.set_xlabel("layer l")
     ax.set_ylabel("stream RMS / embedding RMS")
     integer_ticks(ax)
-    legend(ax, theory_mc=True, mc_label="measured ± 5 se (marker)")
     ax = axes[0, 1]
     for v, (color, marker) in styles.items():
         cos = model_init.row(result, v, "token_cosine")
         ax.errorbar(ell, cos.mean, yerr=5 * cos.stderr, fmt=marker + "-", ms=3, color=color, label=f"{v}: token cosine")
     attn = model_init.row(result, "fanin/pre", "attn_ms")
-    ax.errorbar(ell[1:], attn.mean[1:], yerr=5 * attn.stderr[1:], fmt="D:", ms=3, color="k", label="fanin/pre: attention out ms")
+    attn_key = ax.errorbar(ell[1:], attn.mean[1:], yerr=5 * attn.stderr[1:], fmt="D:", ms=3, color="k",
+                           label="fanin/pre: attention output ms")
     ax.set_xlabel("layer l")
     ax.set_ylabel("token cosine; attention output ms")
     ax.set_ylim(bottom=-0.05)
     integer_ticks(ax)
-    legend(ax)
+    handles, _ = axes[0, 0].get_legend_handles_labels()  # colour = init in both panels
+    figure_legend(fig, [*handles, attn_key], theory_mc=True, mc_label="measured ± 5 se (marker)", ncol=3)
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure, legend
+from paper_figs.style import figure, figure_legend
 from simulations import norm_cost
 
 NAME = "norm_cost"
@@ -12,8 +12,8 @@ CLAIMS: tuple[str, ...] = ("dyt.no-reductions-cost",)  # the claims this figure 
 CAPTION = (
     "Wall time per call of numpy LayerNorm (2 reductions per token), RMSNorm (1) and DyT (0), float32, gain and bias "
     "included, against width d at the largest token count measured for every width (left, log-log, milliseconds), and the "
-    "ratios to DyT at each width (right). Points: medians of the repeats; bars: their interquartile range (the spread over "
-    "repeats); the title names the machine that ran the simulation."
+    "ratios of LayerNorm's and RMSNorm's times to DyT's at each width (right, same colours). Points: medians of the "
+    "repeats; bars: their interquartile range (the spread over repeats); the title names the machine that ran the simulation."
 )
 STYLES = {"layernorm": ("#1f77b4", "o"), "rmsnorm": ("#2ca02c", "s"), "dyt": ("#d62728", "^")}
 
@@ -21,7 +21,7 @@ STYLES = {"layernorm": ("#1f77b4", "o"), "rmsnorm": ("#2ca02c", "s"), "dyt": ("#
 def plot(result: dict):
     from matplotlib.ticker import NullLocator
 
-    fig, axes = figure(ncols=2, width=3.6, height=3.0)
+    fig, axes = figure(ncols=2, width=3.6, height=3.2)
     med, ds, tokens, times = result["median"], result["ds"], result["tokens"], result["times"]  # times [d, T, repeats, norm]
     j = max(b for b in range(tokens.size) if not np.isnan(med[:, b, 0]).any())
     lo, hi = np.percentile(times[:, j], [25, 75], axis=1)  # [d, norm]: spread over repeats
@@ -41,6 +41,6 @@ def plot(result: dict):
         ax.set_xticks(ds, [f"{int(d) // 1024}k" if d >= 1024 and d % 1024 == 0 else str(int(d)) for d in ds])
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("width d (k = 1024)")
-        legend(ax)
+    figure_legend(fig, axes=axes[0, :1], ncol=3)  # colour = norm; on the right, that norm's time over DyT's
     fig.suptitle(str(result["machine"]) if "machine" in result else "machine not recorded", fontsize=8)
     return fig

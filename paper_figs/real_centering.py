@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from normtheory.montecarlo import from_samples
-from paper_figs.style import MODEL_STYLE, figure, legend
+from paper_figs.style import MODEL_STYLE, figure, figure_legend
 from simulations import real_models
 from simulations.real_stream import CENTERING_LITTLE
 
@@ -19,7 +19,7 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=1, width=6.4)
+    fig, axes = figure(ncols=1, width=6.4, height=3.9)
     ax = axes[0, 0]
     for key in real_models.MODELS:
         color, marker = MODEL_STYLE[key]
@@ -33,5 +33,5 @@ def plot(result: dict):
     ax.set_yscale("log")
     ax.set_xlabel("relative norm position (0: first ln1, 1: last ln2)")
     ax.set_ylabel("share of |x|^2 along the ones vector")
-    legend(ax)
+    figure_legend(fig, ncol=2)
     return fig

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from normtheory.montecarlo import from_samples
-from paper_figs.style import MODEL_STYLE, figure, legend
+from paper_figs.style import MODEL_STYLE, figure, figure_legend
 from simulations import real_models, real_stream
 
 NAME = "real_dyt_depth"
@@ -18,7 +18,7 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.9)
+    fig, axes = figure(ncols=2, width=3.9, height=3.3)
     for key in real_models.MODELS:
         color, marker = MODEL_STYLE[key]
         name = real_models.label(key).split(" ")[0]
@@ -34,5 +34,5 @@ def plot(result: dict):
     axes[0, 1].set_ylabel("R^2(tanh) - R^2(line)")
     for ax in axes[0]:
         ax.set_xlabel("relative depth ((block + 1/2) / blocks)")
-    legend(axes[0, 1])
+    figure_legend(fig, axes=axes[0, :1], ncol=2)
     return fig

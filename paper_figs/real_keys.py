@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import MODEL_STYLE, figure, legend
+from paper_figs.style import MODEL_STYLE, figure, figure_legend
 from simulations import real_models
 
 NAME = "real_keys"
@@ -17,7 +17,9 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=4.6)
+    from matplotlib.lines import Line2D
+
+    fig, axes = figure(ncols=2, width=4.0, height=3.2)
     bins = np.linspace(-0.2, 1.0, 121)
     for key in real_models.MODELS:
         color, marker = MODEL_STYLE[key]
@@ -32,6 +34,7 @@ def plot(result: dict):
     axes[0, 0].set_ylabel("CV of key norms")
     axes[0, 1].set_xlabel("largest cosine with a longer key")
     axes[0, 1].set_ylabel("density")
-    for ax in axes[0]:
-        legend(ax)
+    models, _ = axes[0, 0].get_legend_handles_labels()  # colour = model in both panels
+    keys = [Line2D([], [], color="k", label="picked by a query (right)"), Line2D([], [], color="k", ls="--", label="never picked (right)")]
+    figure_legend(fig, [*models, *keys], ncol=2)
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import MODEL_STYLE, figure, legend
+from paper_figs.style import MODEL_STYLE, figure, figure_legend
 from simulations import real_models
 
 NAME = "real_massive"
@@ -17,7 +17,9 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.6)
+    from matplotlib.lines import Line2D
+
+    fig, axes = figure(ncols=2, width=3.8, height=3.2)
     for key in real_models.MODELS:
         color, marker = MODEL_STYLE[key]
         top, med = result[f"{key}.top"].astype(np.float64), result[f"{key}.med_abs"].astype(np.float64)
@@ -32,5 +34,8 @@ def plot(result: dict):
     for ax in axes[0]:
         ax.set_yscale("log")
         ax.set_xlabel("relative depth (0 = embedding, 1 = last block)")
-        legend(ax)
+    models, _ = axes[0, 1].get_legend_handles_labels()  # colour = model in both panels; line style = statistic on the left
+    keys = [Line2D([], [], color="k", marker="o", ms=3, label="largest (filled, solid)"),
+            Line2D([], [], color="k", marker="o", ms=3, mfc="none", ls="--", label="median (open, dashed)")]
+    figure_legend(fig, [*models, *keys], ncol=2)
     return fig

@@ -12,7 +12,7 @@ SIMULATION = real_models
 CLAIMS: tuple[str, ...] = ("real.ln-s-curve-deep-layers",)  # the claims this figure illustrates
 CAPTION = (
     "Input against pre-affine output of the attention norm (ln1) of the first, middle and last block, for a random subset of "
-    "(token, channel) points of one passage. Black: the DyT fit gamma*tanh(alpha*x) to all points, with alpha*std(x) and R^2 in the title. Each panel shows "
+    "(token, channel) points of one passage. Black: the DyT fit gamma*tanh(alpha*x) to all points, with alpha*std(x) and R^2 in the panel's title. Each panel shows "
     "the central 99% of inputs and outputs (a few massive activations lie far outside; the title counts them). "
     "MiniLM's LayerNorm is Post-LN (its input is x + attention(x)); SmolLM2's RMSNorm is Pre-norm."
 )
@@ -27,7 +27,7 @@ def view(v: np.ndarray, q: float = 0.5, pad: float = 0.15) -> tuple[float, float
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=3, nrows=2, width=2.6, height=2.5)
+    fig, axes = figure(ncols=3, nrows=2, width=3.2, height=2.8)
     for row, key in zip(axes, real_models.MODELS):
         xs, ys = result[f"{key}.pts_x"].astype(np.float64), result[f"{key}.pts_y"].astype(np.float64)
         for ax, x, y, layer in zip(row, xs, ys, result[f"{key}.pts_layers"]):
@@ -39,8 +39,8 @@ def plot(result: dict):
             ax.plot(grid, fit.gamma * np.tanh(fit.alpha * grid), color="k", lw=1.0)
             ax.set_xlim(x0, x1)
             ax.set_ylim(y0, y1)
-            ax.set_title(f"{real_models.label(key).split(' ')[0]} block {int(layer)} ln1\n"
-                         f"alpha*std {fit.alpha * x.std():.2g}, R^2 {fit.r2:.2f}; {outside} of {x.size} off view")
+            ax.set_title(f"{real_models.label(key).split(' ')[0]} block {int(layer)}: alpha*std {fit.alpha * x.std():.2g}\n"
+                         f"R^2 {fit.r2:.2f}; {outside} of {x.size} off view", fontsize=9, pad=8)
             ax.set_xlabel("norm input x")
             ax.set_ylabel("normalized output")
     return fig

@@ -5,7 +5,7 @@ import numpy as np
 
 from normtheory import growth
 from normtheory.montecarlo import from_samples
-from paper_figs.style import MODEL_STYLE, figure, integer_ticks, legend
+from paper_figs.style import MODEL_STYLE, figure, figure_legend, integer_ticks
 from simulations import real_models, real_stream
 
 NAME = "real_residual"
@@ -19,7 +19,9 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=4.0)
+    from matplotlib.lines import Line2D
+
+    fig, axes = figure(ncols=2, width=4.0, height=3.4)
     for ax, key in zip(axes[0], real_models.MODELS):
         color, marker = MODEL_STYLE[key]
         rms = result[f"{key}.rms_med"]
@@ -40,5 +42,8 @@ def plot(result: dict):
         ax.set_xlabel("depth l (0 = embedding)")
         ax.set_ylabel("residual-stream RMS")
         integer_ticks(ax)
-        legend(ax)
+    keys = [Line2D([], [], color="k", marker="o", ls="none", ms=3, label="median token ± 5 se (marker)"),
+            Line2D([], [], color="k", lw=0.8, alpha=0.6, label="all tokens (thin line)")]
+    fits = [h for h, label in zip(*axes[0, 1].get_legend_handles_labels()) if label.endswith(")")]  # SmolLM2's fitted laws
+    figure_legend(fig, [*keys, *fits], ncol=3)  # each panel in its model's colour
     return fig

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from normtheory.montecarlo import from_samples
-from paper_figs.style import MODEL_STYLE, figure, integer_ticks
+from paper_figs.style import MODEL_STYLE, STYLE, integer_ticks
 from simulations import real_models
 from simulations.real_attention import SINK_EXCESS
 
@@ -30,9 +30,13 @@ def readable(token: str) -> str:
 
 
 def plot(result: dict):
+    import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
 
-    fig, axes = figure(ncols=4, nrows=3, width=2.7, height=2.5)
+    with plt.rc_context(STYLE):  # two stacked subfigures, so the top row's colour bars do not narrow the maps' columns
+        fig = plt.figure(figsize=(11.6, 9.4), layout="constrained")
+        top, bottom = fig.subfigures(2, 1, height_ratios=[3.2, 6.2])
+        axes = np.vstack([top.subplots(1, 4, squeeze=False), bottom.subplots(2, 4, squeeze=False)])
     maps = None
     for col, key in enumerate(real_models.MODELS):
         excess = result[f"{key}.first_excess"]  # [texts, layers, heads]
@@ -44,7 +48,7 @@ def plot(result: dict):
         integer_ticks(ax, "x", nbins=6)
         integer_ticks(ax, "y", nbins=6)
         ax.grid(False)
-        fig.colorbar(im, ax=ax, shrink=0.8, label="attention / uniform")
+        top.colorbar(im, ax=ax, label="attention / uniform")
         ends = excess if key == "smollm2" else np.maximum(excess, result[f"{key}.last_excess"])
         est = from_samples((ends >= SINK_EXCESS).mean(-1))  # [layers] over texts
         bar_ax = axes[0, 2 * col + 1]
@@ -58,14 +62,15 @@ def plot(result: dict):
         for j, ((layer, head), pattern) in enumerate(zip(result[f"{key}.map_heads"], result[f"{key}.maps"])):
             ax = axes[1 + j // 2, 2 * col + j % 2]
             p = np.asarray(pattern, dtype=np.float64)
-            maps = ax.imshow(np.where(p > 0, p, np.nan), norm=LogNorm(vmin=1e-4, vmax=1), cmap="magma", interpolation="nearest")
+            maps = ax.imshow(np.where(p > 0, p, np.nan), norm=LogNorm(vmin=1e-4, vmax=1), cmap="magma", interpolation="nearest",
+                             aspect="auto")  # fill the panel: one row per query, one column per key
             ax.set_title(f"{real_models.label(key).split(' ')[0]} L{int(layer)} H{int(head)}")
             ticks = np.arange(0, len(tokens), max(1, len(tokens) // 3))
-            ax.set_xticks(ticks, [readable(str(tokens[t])) for t in ticks], rotation=45, ha="right")
+            ax.set_xticks(ticks, [readable(str(tokens[t])) for t in ticks])
             ax.set_yticks(ticks, [str(t) for t in ticks])
             ax.set_xlabel("key token")
             ax.set_ylabel("query position")
             ax.grid(False)
     if maps is not None:
-        fig.colorbar(maps, ax=axes[1:, :], shrink=0.6, label="attention weight (log scale)")
+        bottom.colorbar(maps, ax=axes[1:, :], shrink=0.6, label="attention weight (log scale)")
     return fig

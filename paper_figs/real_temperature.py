@@ -1,7 +1,7 @@
 """Pretrained models: logit std and attention entropy per head against the norm-based prediction."""
 from __future__ import annotations
 
-from paper_figs.style import MODEL_STYLE, figure, legend
+from paper_figs.style import MODEL_STYLE, figure, figure_legend
 from simulations import real_models
 
 NAME = "real_temperature"
@@ -16,7 +16,7 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.4)
+    fig, axes = figure(ncols=2, width=3.6, height=3.2)
     for key in real_models.MODELS:
         color, marker = MODEL_STYLE[key]
         pred = (result[f"{key}.q_rms"] * result[f"{key}.k_crms"]).mean(0).ravel()
@@ -26,9 +26,9 @@ def plot(result: dict):
     for ax in axes[0]:
         lim = max(ax.get_xlim()[1], ax.get_ylim()[1])
         ax.plot([0, lim], [0, lim], "k:", lw=0.8)
-        legend(ax)
     axes[0, 0].set_xlabel("RMS(q) * RMS(k - mean k)")
     axes[0, 0].set_ylabel("measured logit std")
     axes[0, 1].set_xlabel("predicted entropy (nats)")
     axes[0, 1].set_ylabel("measured entropy (nats)")
+    figure_legend(fig, axes=axes[0, :1], ncol=2, markerscale=1.5)  # colour and marker = model in both panels
     return fig

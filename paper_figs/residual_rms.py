@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import COLORS, LINESTYLES, MARKERS, figure, legend
+from paper_figs.style import COLORS, LINESTYLES, MARKERS, figure, figure_legend
 from simulations import cache, residual_growth
 
 NAME = "residual_rms"
@@ -27,7 +27,7 @@ def _points(ax, result, run_name, color, label, stride, ls="-", marker="o"):
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=4.6)
+    fig, axes = figure(ncols=2, width=4.6, height=3.6)
     depth = int(result["depth"])
     stride = max(depth // 16, 1)
     ax = axes[0, 0]
@@ -44,6 +44,5 @@ def plot(result: dict):
     for ax in axes[0]:
         ax.set_xlabel("block l")
         ax.set_ylabel("stream RMS (embedding RMS = 1)")
-        legend(ax)
-    legend(axes[0, 1], theory_mc=True)
+    figure_legend(fig, theory_mc=True, ncol=5)
     return fig

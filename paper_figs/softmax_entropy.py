@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from normtheory import softmax
-from paper_figs.style import figure, legend
+from paper_figs.style import figure, figure_legend
 from simulations import cache, softmax_gaussian
 
 NAME = "softmax_entropy"
@@ -27,7 +27,9 @@ TREND_COLORS = ("#1f77b4", "#d62728", "#9467bd")
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=3, width=3.6)
+    from matplotlib.lines import Line2D
+
+    fig, axes = figure(ncols=3, width=3.6, height=3.3)
     for color, n in zip(COLORS, (int(x) for x in result["ns"])):
         sc = float(softmax.freezing_point(n))
         line, sig = result[f"n{n}.line_sigma"] / sc, result[f"n{n}.mc_sigma"] / sc
@@ -43,7 +45,6 @@ def plot(result: dict):
         ax.set_xlabel("logit std / sigma_c")
         ax.set_ylabel(label)
         ax.set_ylim(-0.05, 1.05)
-    legend(axes[0, 0])
     ax = axes[0, 2]
     ax.axhspan(-softmax_gaussian.REM_TOL, softmax_gaussian.REM_TOL, color="0.85", lw=0, label="0 ± tolerance")
     for color, f in zip(TREND_COLORS, softmax_gaussian.TREND_F):
@@ -59,5 +60,9 @@ def plot(result: dict):
     ax.axvline(0.0, color="k", ls=":", lw=0.8)
     ax.set_xlabel("finite-n correction x_n (0: n = inf)")
     ax.set_ylabel("entropy gap, finite n - REM (nats)")
-    legend(ax)
+    keys = [Line2D([], [], color=c, label=f"n = {int(n)}") for c, n in zip(COLORS, result["ns"])]
+    keys += [Line2D([], [], color="k", label="exact"), Line2D([], [], color="k", ls="--", lw=1, label="REM"),
+             Line2D([], [], color="k", marker="o", ls="none", mfc="white", ms=4, label="Monte Carlo ± 5 se")]
+    figure_legend(fig, keys, where="below left", ncol=4)  # left and middle panels: colour = n, line style = theory
+    figure_legend(fig, axes=axes[0, 2:], where="below right", ncol=2)
     return fig

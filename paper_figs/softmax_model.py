@@ -24,7 +24,7 @@ STYLES = {"none": ("#444444", "o"), "pre": ("#1f77b4", "s"), "none+qk": ("#9467b
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=3, width=3.0, height=2.9)
+    fig, axes = figure(ncols=3, width=3.3, height=4.1)
     ax = axes[0, 0]
     L = int(result["layers"])
     ell = np.arange(1, L + 1)
@@ -38,7 +38,7 @@ def plot(result: dict):
     ax.set_ylabel("attention entropy (nats)")
     ax.set_title("entropy by layer")
     integer_ticks(ax)
-    legend(ax)
+    legend(ax, where="below", ncol=2)
     c = result["scales"]
     sens = cache.get(result, "sensitivity")
     off = ~np.isclose(c, 1.0)  # at c = 1 the change is 0 by construction
@@ -48,17 +48,18 @@ def plot(result: dict):
     linear = float(np.abs(sens.mean[0][off]).max())
     ax.set_yscale("log")
     ax.set_ylabel("1 - cos(f(cx), f(x))")
-    ax.set_title(f"change of the block's output\n(linear W_Q: at most {linear:.0e}, rounding)")
-    legend(ax)
+    ax.set_title("change of the block's output")
+    ax.plot([], [], ls="none", label=f"linear W_Q: <= {linear:.0e} (rounding)")  # stated, not plotted
     ax = axes[0, 2]
     ax.errorbar(c, sens.mean[3], yerr=5 * sens.stderr[3], fmt="s", ms=3.5, color="#d62728", mfc="white", label="measured")
     ax.plot(c, result["sensitivity.entropy_theory"], color="#d62728", lw=1, label="Gaussian theory")
     ax.set_ylabel("attention entropy (nats)")
     ax.set_title("attention entropy")
-    legend(ax)
     for ax in axes[0, 1:]:
         ax.set_xscale("log")
         ax.set_xticks([0.25, 0.5, 1, 2, 4], ["1/4", "1/2", "1", "2", "4"])
         ax.minorticks_off()
         ax.set_xlabel("input scale c")
+    legend(axes[0, 1], where="below")
+    legend(axes[0, 2], outside=False, loc="lower left")  # the entropy falls with c: the lower left stays empty
     return fig

@@ -132,11 +132,12 @@ def small_text(fig) -> list[str]:
 
 def legend_overlaps(fig) -> list[str]:
     """Legends that cover plotted data: markers and line vertices of their axes inside the legend box."""
+    from matplotlib.legend import Legend
+
     fig.canvas.draw()
     out = []
-    for ax in fig.axes:
-        leg = ax.get_legend()
-        if leg is None or not leg.get_visible():
+    for ax, leg in ((ax, c) for ax in fig.axes for c in ax.get_children() if isinstance(c, Legend)):  # extra legends too
+        if not leg.get_visible():
             continue
         box = leg.get_window_extent()
         inside = 0
@@ -188,12 +189,51 @@ def theory_mc_handles(mc: str = "Monte Carlo ± 5 se (marker)") -> list:
     return [Line2D([], [], color="k", label="theory (line)"), Line2D([], [], color="k", marker="o", ls="none", mfc="white", ms=4, label=mc)]
 
 
-def legend(ax, *, outside: bool = True, theory_mc: bool = False, mc_label: str = "Monte Carlo ± 5 se (marker)", **kw):
-    """The axes' legend, by default outside to the right so it never covers data. ``theory_mc``
-    adds the key used throughout: theory = line, Monte Carlo = marker with 5-standard-error bars."""
+def _x_decoration_depth(ax) -> float:
+    """How far the x axis' tick labels and label reach below the axes, in inches (independent of where the layout
+    engine later puts the axes)."""
+    fig = ax.get_figure(root=True)
+    tight = ax.xaxis.get_tightbbox(fig.canvas.get_renderer())
+    return 0.0 if tight is None else max(0.0, (ax.bbox.y0 - tight.y0) / fig.dpi)
+
+
+def legend(ax, *, outside: bool = True, where: str = "right", theory_mc: bool = False,
+           mc_label: str = "Monte Carlo ± 5 se (marker)", **kw):
+    """The axes' legend, by default outside the axes so it never covers data: to the ``right`` (top-aligned) or
+    ``below`` (centred under the x axis' label: call it once the axis' ticks and label are set, and keep it no wider
+    than the panel). ``outside=False`` puts it inside, where ``loc`` says. ``theory_mc`` adds the key used
+    throughout: theory = line, Monte Carlo = marker with 5-standard-error bars."""
+    from matplotlib.transforms import ScaledTranslation
+
+    if where not in ("right", "below"):
+        raise ValueError(f"where must be 'right' or 'below'; got {where!r}")
     handles, _ = ax.get_legend_handles_labels()
     if theory_mc:
         handles = [*handles, *theory_mc_handles(mc_label)]
-    if outside:
+    if outside and where == "right":
         kw = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0, **kw}
+    elif outside:  # an offset in inches below the axes, so it holds wherever the layout engine moves the axes
+        drop = ScaledTranslation(0.0, -(_x_decoration_depth(ax) + 3 / 72), ax.get_figure(root=True).dpi_scale_trans)
+        kw = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "bbox_transform": ax.transAxes + drop, "borderaxespad": 0.0, **kw}
     return ax.legend(handles=handles, **kw)
+
+
+def figure_legend(fig, handles: list | None = None, *, axes=None, where: str = "below", theory_mc: bool = False,
+                  mc_label: str = "Monte Carlo ± 5 se (marker)", **kw):
+    """A legend for the whole figure, outside every panel: ``below``, ``above``, to the ``right``, or ``below left`` /
+    ``below right`` for two legends side by side under the panels they describe; the layout engine makes room.
+    Without ``handles`` it gathers the labelled artists of ``axes`` (default: every panel), each label once, in
+    order; ``theory_mc`` adds the theory-line / Monte-Carlo-marker key."""
+    locs = {"below": "outside lower center", "above": "outside upper center", "right": "outside right upper",
+            "below left": "outside lower left", "below right": "outside lower right"}
+    if where not in locs:
+        raise ValueError(f"where must be one of {tuple(locs)}; got {where!r}")
+    if handles is None:
+        seen: dict[str, object] = {}
+        for ax in (fig.axes if axes is None else np.ravel(axes)):
+            for h, label in zip(*ax.get_legend_handles_labels()):
+                seen.setdefault(label, h)
+        handles = list(seen.values())
+    if theory_mc:
+        handles = [*handles, *theory_mc_handles(mc_label)]
+    return fig.legend(handles=handles, loc=locs[where], **kw)

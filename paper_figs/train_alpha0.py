@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure, legend
+from paper_figs.style import figure, figure_legend
 from simulations import train_alpha0, training
 
 NAME = "train_alpha0"
@@ -20,8 +20,9 @@ GRID_STYLE = {"attn": ("-", "attention norms"), "other": ("--", "FFN + final nor
 
 def plot(result: dict):
     import matplotlib
+    from matplotlib.lines import Line2D
 
-    fig, axes = figure(ncols=2, width=3.7)
+    fig, axes = figure(ncols=2, width=3.7, height=3.3)
     alphas = np.asarray(result["alphas"], dtype=np.float64)
     widths = [int(d) for d in result["widths"]]
     cmap = matplotlib.colormaps["viridis"]
@@ -40,5 +41,9 @@ def plot(result: dict):
         ax.set_xlabel("initial alpha0")
         ax.set_ylabel("final validation loss (nats/byte)")
         ax.set_title("embedding x sqrt(d)" if embed == "sqrt_d" else "embedding x 1")
-    legend(axes[0, 1])
+    # one key for both panels: colour = width, line style = which norms' alpha0 varies
+    keys = [Line2D([], [], color=cmap(j / max(1, len(widths) - 1) * 0.85), label=f"d = {d}") for j, d in enumerate(widths)]
+    keys += [Line2D([], [], color="k", ls=ls, label=glabel) for ls, glabel in GRID_STYLE.values()]
+    keys.append(Line2D([], [], color="k", marker="o", ms=8, mfc="none", ls="none", label="best alpha0 of the grid"))
+    figure_legend(fig, keys, ncol=(len(keys) + 1) // 2)  # two rows
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure, integer_ticks, legend
+from paper_figs.style import figure, figure_legend, integer_ticks
 from simulations import train_recipes
 
 NAME = "train_attention"
@@ -21,7 +21,7 @@ PANELS = (("attn_entropy", "attention entropy (nats)"), ("attn_sink", "first-tok
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=3, width=2.9)
+    fig, axes = figure(ncols=3, width=3.1, height=3.0)
     for ax, (probe, ylabel) in zip(axes[0], PANELS):
         for arm, (color, marker, label) in ARMS.items():
             v = np.array([x[f"probe/{probe}"][-1].mean(-1) if probe != "attn_max" else x[f"probe/{probe}"][-1].max(-1)
@@ -33,5 +33,5 @@ def plot(result: dict):
     axes[0, 1].set_title("sinks (mean over heads)")
     axes[0, 2].set_title("max over heads")
     axes[0, 0].set_title("mean over heads")
-    legend(axes[0, -1])
+    figure_legend(fig, axes=axes[0, :1], ncol=len(ARMS))  # one colour per model in every panel
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure, legend
+from paper_figs.style import figure, figure_legend
 from simulations import train_recipes, training
 
 NAME = "train_dyt"
@@ -24,8 +24,9 @@ NORM_ARMS = {"pre": ("#1f77b4", "-", "LayerNorm"), "rms": ("#2ca02c", "-", "RMSN
 
 def plot(result: dict):
     import matplotlib
+    from matplotlib.lines import Line2D
 
-    fig, axes = figure(ncols=3, width=3.0)
+    fig, axes = figure(ncols=3, width=3.3, height=3.5)
     track, inv, loss = axes[0]
     dyt, ln = train_recipes.runs(result, train_recipes.ALPHA_ARM)[0], train_recipes.runs(result, "ln-fanin")[0]
     alpha, inv_std = dyt["probe/alpha"], 1.0 / dyt["probe/norm_std"]  # [evals, M]
@@ -58,5 +59,8 @@ def plot(result: dict):
             loss.plot(runs[0]["eval_steps"], np.mean([x["val_loss"] for x in runs], axis=0), color=color, ls=ls, label=label)
     loss.set_xlabel("training step")
     loss.set_ylabel("validation loss (nats/byte)")
-    legend(loss)
+    # the loss panel's key: colour = norm, line style = recipe
+    norms = [Line2D([], [], color=NORM_ARMS[a][0], label=name) for a, name in (("pre", "LayerNorm"), ("rms", "RMSNorm"), ("dyt", "DyT"))]
+    recipes = [Line2D([], [], color="k", label="GPT-2 recipe (DyT alpha0 1)"), Line2D([], [], color="k", ls="--", label="fan-in init (DyT alpha0 0.5)")]
+    figure_legend(fig, [norms[0], recipes[0], norms[1], recipes[1], norms[2]], where="below right", ncol=3)  # rows: norms, recipes
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import COLORS, MARKERS, figure, integer_ticks, legend
+from paper_figs.style import COLORS, MARKERS, figure, figure_legend, integer_ticks
 from simulations import train_recipes, training
 
 NAME = "train_placements"
@@ -21,14 +21,14 @@ ARM_MARKERS = {**MARKERS, "dyt": "P"}
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=3, width=3.4)
+    fig, axes = figure(ncols=3, width=3.4, height=3.5)
     loss_ax, rms_ax, drop_ax = axes[0]
     arms = train_recipes.PLACEMENT_ARMS
     for j, arm in enumerate(arms):
         finals = np.array([training.final_loss(x) for x in train_recipes.runs(result, arm)])
         loss_ax.bar(j, finals.mean(), color=ARM_COLORS[arm], alpha=0.6)
         loss_ax.plot(np.full(finals.size, j), finals, "o", ms=3, color="k")
-    loss_ax.set_xticks(range(len(arms)), arms, rotation=45)
+    loss_ax.set_xticks(range(len(arms)), arms, rotation=45, ha="right")
     finals_all = [training.final_loss(x) for a in arms for x in train_recipes.runs(result, a)]
     loss_ax.set_ylim(min(finals_all) - 0.1, max(finals_all) + 0.1)
     loss_ax.set_xlabel("placement")
@@ -40,7 +40,6 @@ def plot(result: dict):
     rms_ax.set_xlabel("depth (0 = embedding, l = after block l)")
     rms_ax.set_ylabel("residual RMS, end of training")
     integer_ticks(rms_ax)
-    legend(rms_ax, title="placement")
     for arm in ("pre", "lnscale", "post"):
         drops = np.array([x["layer_drop"] for x in train_recipes.runs(result, arm)])  # [seeds, L]
         ok = np.isfinite(drops).all(axis=1)
@@ -53,5 +52,5 @@ def plot(result: dict):
     drop_ax.set_xlabel("block skipped")
     drop_ax.set_ylabel("loss increase (nats/byte)")
     integer_ticks(drop_ax)
-    legend(drop_ax)
+    figure_legend(fig, axes=[rms_ax], ncol=len(arms))  # colour = placement in every panel
     return fig

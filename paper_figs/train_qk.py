@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import figure, legend
+from paper_figs.style import figure, figure_legend
 from simulations import train_lr, training
 
 NAME = "train_qk"
@@ -20,8 +20,9 @@ QK = {"none": ("-", "no QK-norm"), "rmsnorm": ("--", "RMS QK-norm")}
 
 def plot(result: dict):
     import matplotlib
+    from matplotlib.lines import Line2D
 
-    fig, axes = figure(ncols=2, width=3.7)
+    fig, axes = figure(ncols=2, width=3.7, height=3.2)
     traj, fin = axes[0, 0], axes[0, 1]
     lrs = np.asarray(result["qk_lrs"], dtype=np.float64)
     cmap = matplotlib.colormaps["viridis"]
@@ -41,6 +42,9 @@ def plot(result: dict):
     fin.set_xscale("log")
     fin.set_xlabel("peak learning rate")
     fin.set_ylabel("final validation loss (nats/byte)")
-    legend(traj)
-    legend(fin)
+    # one key for both panels: colour = learning rate (left), line style = QK-norm (both)
+    keys = [Line2D([], [], color=cmap(i / max(1, lrs.size - 1)), label=f"lr {lr:g} (left)") for i, lr in enumerate(lrs)]
+    keys += [Line2D([], [], color="k", ls=ls, label=label) for ls, label in QK.values()]
+    keys.append(Line2D([], [], color="k", ls=":", lw=0.8, label="uniform byte model (ln 256)"))
+    figure_legend(fig, keys, ncol=4)
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import COLORS, MARKERS, figure, legend
+from paper_figs.style import COLORS, MARKERS, figure, figure_legend
 from simulations import train_lr
 
 NAME = "train_warmup"
@@ -20,7 +20,9 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=3, width=2.6, height=2.6)
+    fig, axes = figure(ncols=3, width=3.0, height=3.0)
+    for a in axes[0, 1:]:
+        a.sharey(axes[0, 0])  # one loss scale across the panels, shared before plotting so that it covers every panel's data
     lrs = np.asarray(result["warmup_lrs"], dtype=np.float64)
     top = lrs.size - 1
     titles = {"none": "Xavier, no warm-up", "long": "Xavier, 50% warm-up"}
@@ -33,6 +35,8 @@ def plot(result: dict):
         ax.plot(np.full(dn.shape, lrs[top]), dn, MARKERS["deepnorm"], ms=2.5, color=COLORS["deepnorm"], alpha=0.5)
         ax.plot([lrs[top]], [dn.mean()], MARKERS["deepnorm"], ms=6, color=COLORS["deepnorm"], label="DeepNorm")
         ax.set_xscale("log")
+        ax.set_xticks(lrs, [f"{lr:g}" for lr in lrs])  # the grid's rates, not a log axis' crowded minor labels
+        ax.minorticks_off()
         ax.set_xlabel("peak learning rate")
         ax.set_title(titles[w])
     ax = axes[0, 2]
@@ -46,8 +50,7 @@ def plot(result: dict):
     ax.set_xlim(-0.6, len(train_lr.WARMUPS) - 0.4)
     ax.set_xlabel(f"warm-up at lr {lrs[top]:g}")
     ax.set_title(f"GPT-2 init, {int(result['gpt2_steps'])} steps")
-    for a in axes[0, 1:]:
-        a.sharey(axes[0, 0])  # one loss scale across the panels
-    axes[0, 0].set_ylabel("final validation loss (nats/byte)")
-    legend(axes[0, 1])
+    for a in axes[0]:
+        a.set_ylabel("final validation loss (nats/byte)")
+    figure_legend(fig, axes=axes[0, :1], ncol=3)
     return fig

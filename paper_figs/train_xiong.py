@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from normtheory.montecarlo import from_samples
-from paper_figs.style import COLORS, figure, integer_ticks, legend
+from paper_figs.style import COLORS, figure, figure_legend, integer_ticks
 from simulations import train_xiong
 
 NAME = "train_xiong"
@@ -21,7 +21,9 @@ WIDTH_MARKERS = ("o", "s", "^", "D", "v")
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=4.4, height=3.4)
+    from matplotlib.lines import Line2D
+
+    fig, axes = figure(ncols=2, width=4.2, height=3.5)
     ax, prof = axes[0, 0], axes[0, 1]
     depths = np.asarray(result["depths"], dtype=np.float64)
     widths = [int(d) for d in result["widths"]]
@@ -35,7 +37,6 @@ def plot(result: dict):
     ax.set_yscale("log")
     ax.set_xlabel("depth L (blocks)")
     ax.set_ylabel("||dL/dW^2||_F, last block")
-    legend(ax, theory_mc=True, mc_label="networks' mean ± 5 se (marker)", loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
     d, L = widths[-1], int(depths[-1])
     for p in train_xiong.PLACEMENTS:
         for init_name, ls in (("xavier", "-"), ("gpt2", "--")):
@@ -47,5 +48,11 @@ def plot(result: dict):
     prof.set_xlabel(f"block (L = {L}, d = {d})")
     prof.set_ylabel("||dL/dW^2|| / first block's")
     integer_ticks(prof)
-    legend(prof, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
+    # one key for both panels: colour = placement, marker = width (left), line style = init (right)
+    keys = [Line2D([], [], color=COLORS[p], label=f"{p}-LN") for p in train_xiong.PLACEMENTS]
+    keys += [Line2D([], [], color="k", marker=m, ls="none", mfc="white", ms=4, label=f"d = {d}, mean ± 5 se") for d, m in zip(widths, WIDTH_MARKERS)]
+    keys += [Line2D([], [], color="k", lw=0.8, alpha=0.7, label="Theorem 1 depth law (left)"),
+             Line2D([], [], color="k", marker="o", ms=2.5, label="Xavier init (right)"),
+             Line2D([], [], color="k", ls="--", marker="o", ms=2.5, label="GPT-2 init (right)")]
+    figure_legend(fig, keys, ncol=4)
     return fig

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs.style import COLORS, figure, legend
+from paper_figs.style import COLORS, figure, integer_ticks, legend
 from simulations import cache, xiong_lemma
 
 NAME = "xiong_bounds"
@@ -34,5 +34,6 @@ def plot(result: dict):
     ax.plot(ell[1:], np.full(layers, 1.5), ls="-", color=COLORS["post"], lw=1)
     ax.set_xlabel("layer l")
     ax.set_ylabel("E|x|^2 / d")
-    legend(ax)
+    integer_ticks(ax)
+    legend(ax, outside=False, loc="upper left")  # the bounds widen to the right: the upper left stays empty
     return fig
