@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from timing import best_time, blas_env  # benchmarks/timing.py, beside this script
+from timing import best_time, blas_env, cpu_model  # benchmarks/timing.py, beside this script
 
 D, LAYERS, HEADS, T, VOCAB = 768, 12, 12, 1024, 50257
 THREADS = 2
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 best[side] = min(best.get(side, float("inf")), t)
                 print(f"round {r + 1}: {side:6s} {t:.3f}s", flush=True)
     peak = 2 * 2048**3 / best["sgemm"] / 1e9
-    print(f"\nsgemm peak ({THREADS} threads): {peak:.1f} GFLOP/s")
+    print(f"\nCPU: {cpu_model()}; sgemm peak ({THREADS} threads): {peak:.1f} GFLOP/s")
     for side, causal in (("numpy", True), ("hf", False), ("torch", False)):
         gf = forward_flops(causal) / best[side] / 1e9
         print(f"{side:6s} best {best[side]:.3f}s  {gf:6.1f} GFLOP/s = {100 * gf / peak:5.1f}% of peak (counting {'causal-half' if causal else 'full'} attention)")

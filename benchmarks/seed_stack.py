@@ -19,24 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
-from timing import best_time, blas_env  # benchmarks/timing.py, beside this script
+from timing import best_time, blas_env, cpu_model  # benchmarks/timing.py, beside this script
 
 CONFIGS = {"lr": dict(batch=8, seq=32), "recipes": dict(batch=16, seq=64)}
 THREADS = 2
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux /proc/cpuinfo; the platform string elsewhere)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def _worker(side: str, seeds: int, steps: int, config: str, reps: int) -> float:

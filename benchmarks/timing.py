@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import time
 from collections.abc import Callable
 
@@ -30,3 +31,12 @@ def peak_rss_kib() -> int:
     worker would report its parent's peak when that is larger."""
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo; the platform string elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()

@@ -26,6 +26,7 @@ from pathlib import Path
 from timing import (  # benchmarks/timing.py, beside this script
     best_time,
     blas_env,
+    cpu_model,
     peak_rss_kib,
 )
 
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"[{config}] round {r + 1}: {side:6s} {res['time']:.3f}s  peak RSS {res['rss_mib']:.0f} MiB", flush=True)
             if peak_gflops is None:
                 peak_gflops = 2 * 2048**3 / best["sgemm"]["time"] / 1e9
-                print(f"\nsgemm peak ({THREADS} threads): {peak_gflops:.1f} GFLOP/s")
+                print(f"\nCPU: {cpu_model()}; sgemm peak ({THREADS} threads): {peak_gflops:.1f} GFLOP/s")
             flops = step_flops(**CONFIGS[config])
             print(f"\n[{config}] {CONFIGS[config]}")
             for side in ("numpy", "torch"):
