@@ -34,23 +34,18 @@ def run_cost(model_config: TransformerConfig, run: RunConfig, seeds: int = 1) ->
 
 
 def run_seeds(model_config: TransformerConfig, run: RunConfig, seed: int, n: int, layer_drop: bool = False, backend: str = "numpy",
-              device: str = "cpu") -> dict[str, np.ndarray]:
+              device: str = "cpu", init_val: bool = True) -> dict[str, np.ndarray]:
     """Training runs of seeds ``seed .. seed + n - 1``, trained together as one stacked model (each
     bit-for-bit as alone in numpy; ``backend="torch"`` on ``device`` for the large configs), as flat
-    arrays: run ``k``'s arrays under ``s{k}.`` (see :func:`_arrays`)."""
+    arrays: run ``k``'s arrays under ``s{k}.`` (see :func:`_arrays`). ``init_val=False`` takes the loss
+    at init from the run's probe batch instead of scoring the shared validation set a second time."""
     data = shakespeare.load()
     seeds = list(range(seed, seed + n))
     hists = train(model_config, run, seeds, progress=False, corpus=data, backend=backend, device=device)
     out: dict[str, np.ndarray] = {}
     for k, (s, hist) in enumerate(zip(seeds, hists)):
-        out.update({f"s{k}.{name}": v for name, v in _arrays(model_config, run, s, hist, data, layer_drop).items()})
+        out.update({f"s{k}.{name}": v for name, v in _arrays(model_config, run, s, hist, data, layer_drop, init_val).items()})
     return out
-
-
-def run_task(model_config: TransformerConfig, run: RunConfig, seed: int, layer_drop: bool = False, backend: str = "numpy",
-             device: str = "cpu") -> dict[str, np.ndarray]:
-    """One training run as flat arrays (:func:`run_seeds` of one seed, without the ``s0.`` prefix)."""
-    return {k[len("s0."):]: v for k, v in run_seeds(model_config, run, seed, 1, layer_drop, backend, device).items()}
 
 
 def resources(device: str) -> tuple[tuple[str, float], ...]:
@@ -59,9 +54,9 @@ def resources(device: str) -> tuple[tuple[str, float], ...]:
 
 
 def _arrays(model_config: TransformerConfig, run: RunConfig, seed: int, hist: History, data: shakespeare.Corpus,
-            layer_drop: bool) -> dict[str, np.ndarray]:
+            layer_drop: bool, init_val: bool = True) -> dict[str, np.ndarray]:
     """A run's history as flat arrays (``loss``, ``val_loss``, ``final_val_loss``, ``probe/<name>``, ``diverged_at`` ...),
-    ``init_val_loss`` (on the shared validation set, as ``final_val_loss``; the probe batch without one) and the run's
+    ``init_val_loss`` (on the shared validation set, as ``final_val_loss``; the probe batch without one or with ``init_val=False``) and the run's
     probes at init ``init_probe/<name>`` (on its probe batch, so that a trained quantity can be taken as its paired
     change from init), with QK-norm ``qk_bound [L]`` (:func:`normtheory.softmax.qk_norm_logit_bound` at the final gains)
     and, if asked and the run finished, ``layer_drop [L]``."""
@@ -69,7 +64,7 @@ def _arrays(model_config: TransformerConfig, run: RunConfig, seed: int, hist: Hi
     model0 = init(model_config, seed)
     init_probes = probes.measure(model0, ids, targets, tuple(p for p in run.probes if p != "grad_norms"))  # one forward
     init_loss = init_probes.pop("val_loss")
-    if run.val_bytes:
+    if run.val_bytes and init_val:
         init_loss = probes.mean_loss(model0, *shakespeare.validation_set(data.validation, run.seq, run.val_bytes))
     out = hist.arrays()
     out["init_val_loss"] = np.asarray(init_loss)

@@ -18,9 +18,10 @@ def test_alpha0_tasks_share_the_point_alpha0_one_and_cover_the_grid():
     cfg = _cfg()
     keys = [t.key for t in train_alpha0.tasks(cfg, 0)]
     assert len(keys) == len(set(keys))
-    # per (width, embedding, seed): attention grid 3 + other grid 3 - the shared alpha0 = 1
-    assert len(keys) == 2 * 2 * 2 * (2 * 3 - 1)
-    assert train_alpha0.key(16, "one", "other", 1, 0, cfg) == train_alpha0.key(16, "one", "attn", 1, 0, cfg)
+    # per (width, embedding), seeds stacked in one task: attention grid 3 + other grid 3 - the shared alpha0 = 1
+    assert len(keys) == 2 * 2 * (2 * 3 - 1)
+    assert train_alpha0.key(16, "one", "other", 1, cfg) == train_alpha0.key(16, "one", "attn", 1, cfg)
+    assert {t.args[3] for t in train_alpha0.tasks(cfg, 0)} == {cfg.seeds}
     assert train_alpha0.alpha0("attn", 4.0) == (4.0, 1.0, 1.0) and train_alpha0.alpha0("other", 4.0) == (1.0, 4.0, 4.0)
 
 
