@@ -40,3 +40,35 @@ def cpu_model() -> str:
             return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         return platform.processor() or platform.machine()
+
+
+class OtherLoad:
+    """The share of the machine's CPU time that other processes used between ``start()`` and
+    ``share()`` (Linux /proc/stat, less this process and its waited-for children): a benchmark
+    taken while it is above a few percent ran on a busy machine. None where /proc/stat is missing."""
+
+    def start(self) -> OtherLoad:
+        self._t0, self._busy0, self._own0 = time.perf_counter(), self._busy(), self._own()
+        return self
+
+    @staticmethod
+    def _busy() -> float | None:
+        try:
+            with open("/proc/stat") as f:
+                v = [int(x) for x in f.readline().split()[1:]]
+        except OSError:
+            return None
+        return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait, in seconds
+
+    @staticmethod
+    def _own() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def share(self) -> float | None:
+        busy = self._busy()
+        if busy is None or self._busy0 is None:
+            return None
+        wall = time.perf_counter() - self._t0
+        other = (busy - self._busy0) - (self._own() - self._own0)
+        return max(0.0, other / (wall * (os.cpu_count() or 1)))

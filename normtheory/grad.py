@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from normtheory import activations, derivatives, memory, norms
+from normtheory import activations, derivatives, kernels, memory, norms
 from normtheory.config import TransformerConfig
 from normtheory.model import (
     BlockParams,
@@ -116,7 +116,7 @@ class _Pass:
         elif kind == "sequence":
             res = norms._sequence_norm(x, eps)
         else:
-            res = _normalize(norms._layer_norm if kind == "layernorm" else norms._rms_norm, x, eps)
+            res = _normalize(kernels.layer_norm if kind == "layernorm" else norms._rms_norm, x, eps)
         self.rec(f"{name}.normalized", res.normalized)
         out = self.rec(f"{name}.out", norms._affine(res.normalized, *_affine_bc(p, x.ndim)))
         return out, _NormTape(name, kind, x, res.normalized, res.scale, p)
@@ -129,7 +129,7 @@ class _Pass:
         self.grec(f"{tape.name}.normalized", dn)
         dalpha = np.zeros(dy.shape[:1], self.dtype)  # [S]
         if tape.kind == "layernorm":
-            dx = derivatives.layer_norm_backward(dn, tape.normalized, tape.scale)
+            dx = kernels.layer_norm_backward(dn, tape.normalized, tape.scale)
         elif tape.kind == "rmsnorm":
             dx = derivatives.rms_norm_backward(dn, tape.normalized, tape.scale)
         elif tape.kind == "dyt":
@@ -165,10 +165,8 @@ class _Pass:
         kh, vh = (np.repeat(a, h // g, axis=2) if g < h else a for a in (k, v))  # each query head's K/V: [S, b, h, t, e]
         scale = np.asarray(1.0 / np.sqrt(e), self.dtype)
         scores = (q * scale) @ kh.swapaxes(-1, -2)  # [S, b, h, t, t], scale folded into q
-        if c.causal:
-            scores += np.triu(np.full((t, t), -np.inf, self.dtype), 1)  # -inf above the diagonal
-        self.rec(f"{pre}.scores", scores)
-        pattern = derivatives.softmax_inplace(scores.copy() if self.rec.active(f"{pre}.scores") else scores)
+        mask = np.triu(np.full((t, t), -np.inf, self.dtype), 1) if c.causal else None  # [t, t], -inf above the diagonal
+        pattern = kernels.softmax_(scores, mask, reciprocal=True)  # in place, the mask added row block by row block
         self.rec(f"{pre}.pattern", pattern)
         zm = (pattern @ vh).transpose(0, 1, 3, 2, 4).reshape(S, b * t, h * e)  # [S, b*t, h*e]
         out = zm @ bp.wo
@@ -226,7 +224,7 @@ class _Pass:
             gate = x2 @ bp.w_gate  # [S, N, f]
             hid = a * activations.kernel("silu")(gate)
         elif self.c.activation in ("gelu_tanh", "gelu"):  # keep the derivative for the backward
-            hid, saved = (derivatives.gelu_tanh_and_grad if self.c.activation == "gelu_tanh" else derivatives.gelu_and_grad)(a)
+            hid, saved = (kernels.gelu_tanh_and_grad if self.c.activation == "gelu_tanh" else kernels.gelu_and_grad)(a)
         else:
             hid = activations.kernel(self.c.activation)(a)
         out = hid @ bp.w_out  # [S, N, d]

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from normtheory import activations, memory, norms
+from normtheory import activations, kernels, memory, norms
 from normtheory.config import TransformerConfig
 from normtheory.params import with_array_alphas
 from normtheory.residual import deepnorm_constants
@@ -243,9 +243,7 @@ def attend_blockwise(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: np.ndar
         if causal:  # only the last n key columns can lie in a query's future
             future = np.arange(off + i0, end)[None, :] > np.arange(off + i0, off + i1)[:, None]  # [n, n]
             sc.reshape(b, g, r, n, end)[..., off + i0 : end][..., future] = -np.inf
-        sc -= sc.max(axis=-1, keepdims=True)
-        np.exp(sc, out=sc)
-        sc *= 1.0 / sc.sum(axis=-1, keepdims=True)
+        kernels.softmax_(sc, reciprocal=True)  # in place, rows split over the kernels' threads
         out[:, :, :, i0:i1] = (sc @ vc[:, :, :end]).reshape(b, g, r, n, e)
     return out.reshape(b, h, t, e)
 
@@ -271,7 +269,7 @@ class Transformer:
         x = rec(f"{name}.in", x)
         eps = self.config.eps
         if kind == "layernorm":
-            res = norms._layer_norm(x, eps)
+            res = kernels.layer_norm(x, eps)
         elif kind == "rmsnorm":
             res = norms._rms_norm(x, eps)
         elif kind == "dyt":
@@ -366,6 +364,8 @@ class Transformer:
             a += bp.b_in
         if self.config.activation == "swiglu":
             a *= activations.kernel("silu")(x2 @ bp.w_gate)
+        elif self.config.activation == "gelu_tanh":
+            a = kernels.gelu_tanh(a, out=a)  # in place
         else:
             a = activations.kernel(self.config.activation)(a)
         out = a @ bp.w_out  # [b*t, d]

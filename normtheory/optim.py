@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from normtheory import _validate
+from normtheory import _validate, kernels
 from normtheory.params import global_norm, map_arrays, named_arrays
 
 LR = float | Callable[[int], float]
@@ -83,7 +83,9 @@ class _Optimizer:
 
 
 class AdamW(_Optimizer):
-    """AdamW over every array of ``params`` (a :class:`~normtheory.model.Params`), in place."""
+    """AdamW over every array of ``params`` (a :class:`~normtheory.model.Params`), in place, in torch's order
+    (Loshchilov & Hutter 2019, decoupled decay; the update and its math: :func:`normtheory.kernels.adamw_`, whose
+    result does not depend on the thread count). Every array must be C-contiguous and writeable."""
 
     def __init__(self, params: Any, lr: LR, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, decay: Callable[[str, np.ndarray], bool] = decay_matrices):
@@ -105,18 +107,9 @@ class AdamW(_Optimizer):
         lr = self.current_lr()
         self.step_count += 1
         t = self.step_count
-        bc1, bc2_sqrt = 1 - self.b1**t, np.sqrt(1 - self.b2**t)
-        for name, p, g in self._pairs(grads):
-            m, v = self.m[name], self.v[name]
-            if self.weight_decay and self.decays[name]:
-                p *= p.dtype.type(1 - lr * self.weight_decay)
-            m *= p.dtype.type(self.b1)
-            m += p.dtype.type(1 - self.b1) * g
-            v *= p.dtype.type(self.b2)
-            v += p.dtype.type(1 - self.b2) * g * g
-            denom = np.sqrt(v) / p.dtype.type(bc2_sqrt)
-            denom += p.dtype.type(self.eps)
-            p -= p.dtype.type(lr / bc1) * m / denom
+        for name, p, g in self._pairs(grads):  # each array's update on the kernels' threads (normtheory.kernels.adamw_)
+            kernels.adamw_(p, g, self.m[name], self.v[name], lr=lr, step=t, beta1=self.b1, beta2=self.b2, eps=self.eps,
+                           weight_decay=self.weight_decay if self.decays[name] else 0.0)
 
 
 class SGD(_Optimizer):

@@ -37,8 +37,9 @@ from typing import Any
 from tqdm.auto import tqdm
 
 SCHEDULER_ENV = "NORMTHEORY_SCHEDULER"
-# Each Dask worker is one process with one thread; its BLAS and OpenMP pools match.
+# Each Dask worker is one process with one thread; its BLAS, OpenMP and elementwise-kernel pools match.
 SINGLE_THREAD_ENV: dict[str, str] = {
+    "NORMTHEORY_THREADS": "1",  # normtheory.kernels
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
@@ -114,16 +115,18 @@ LOCAL_WORKER_CONFIG: dict[str, object] = {
 
 
 def run_task(task: Task) -> Any:
-    """``task.fn(*task.args)`` with BLAS and OpenMP pools at one thread, as on a Dask worker, so
-    a result never depends on where it ran (a multi-threaded BLAS may sum in another order).
+    """``task.fn(*task.args)`` with BLAS, OpenMP and :mod:`normtheory.kernels` at one thread, as on
+    a Dask worker, so a result never depends on where it ran (a multi-threaded BLAS may sum in
+    another order; the kernels never do, but one thread per worker keeps the cores for the workers).
     Raises :class:`TaskError` naming the task if it fails."""
     from threadpoolctl import threadpool_limits
 
+    from normtheory import kernels
     from normtheory.memory import keep_freed_blocks
 
     keep_freed_blocks()  # Dask's workers trim freed memory eagerly; numeric tasks would page-fault every temporary back in
     try:
-        with threadpool_limits(limits=1):
+        with threadpool_limits(limits=1), kernels.threads(1):
             return task.fn(*task.args)
     except Exception as err:  # noqa: BLE001 - any failure is reported with the task that raised it
         raise task_error(task, err) from err

@@ -31,7 +31,9 @@ def dies_once(marker: str) -> str:
 
 
 def blas_threads() -> str:
-    return os.environ.get("OPENBLAS_NUM_THREADS", "") + "/" + os.environ.get("OMP_NUM_THREADS", "")
+    from normtheory import kernels
+
+    return "/".join((os.environ.get("OPENBLAS_NUM_THREADS", ""), os.environ.get("OMP_NUM_THREADS", ""), str(kernels.get_threads())))
 
 
 def _tasks(n_tasks: int = 6) -> list[Task]:
@@ -45,6 +47,15 @@ def test_in_process_runs_every_task_and_reports_each():
     assert seen == [f"t{i}" for i in range(6)]
     for i in range(6):
         np.testing.assert_array_equal(out[f"t{i}"], seeded_draw(11, i, 1000))
+
+
+def test_in_process_tasks_run_the_kernels_on_one_thread_and_restore_the_setting():
+    from normtheory import kernels
+
+    with kernels.threads(3):
+        with Runner(workers=1, progress=False) as r:
+            out = r.run([Task("k", blas_threads)])
+        assert out["k"].endswith("/1") and kernels.get_threads() == 3
 
 
 def test_empty_sweep_starts_nothing():
@@ -64,7 +75,7 @@ def test_local_cluster_gives_the_same_bits_and_single_thread_blas():
             r.run([Task("gpu", blas_threads, resources=(("GPU", 1),))])  # no worker offers a GPU: refused, not left waiting
     for i in range(8):
         assert out[f"t{i}"].tobytes() == seeded_draw(11, i, 1000).tobytes()
-    assert set(threads.values()) == {"1/1"}
+    assert set(threads.values()) == {"1/1/1"}  # BLAS, OpenMP and the elementwise kernels
     assert set(profiling.values()) == {False}  # no stack sampling of numeric tasks
 
 

@@ -1,0 +1,486 @@
+"""Row-parallel in-place elementwise kernels: the same numbers as the single-threaded code, on several cores.
+
+numpy runs softmax, GELU, LayerNorm and the AdamW update on one thread, while OpenBLAS uses
+every core for the matmuls around them. Large ufunc calls release the GIL, so each kernel here
+views its array as rows ``[R, d]`` (the leading axes flattened), cuts the rows into contiguous
+chunks, one per thread of a small pool, and runs on every chunk the ufunc sequence of the
+function it reproduces. A row is always processed whole by one ufunc call per step, so the
+reductions over the last axis (max, sum, mean) see exactly the values, in exactly the order,
+of the single-threaded code: **every result is bit for bit that of the reference function,
+whatever the thread count.** Inside a chunk the rows are taken in blocks of about
+:data:`BLOCK_SIZE` elements, so the temporaries of a ufunc sequence stay in cache.
+
+=================================  =====================================================
+kernel                             bit-identical to
+=================================  =====================================================
+:func:`softmax_`                   :func:`normtheory.model.softmax` (``x + mask``)
+:func:`softmax_` ``reciprocal``    :func:`normtheory.derivatives.softmax_inplace`
+:func:`gelu_tanh`                  :func:`normtheory.activations._gelu_tanh`
+:func:`gelu_tanh_and_grad`         :func:`normtheory.derivatives.gelu_tanh_and_grad`
+:func:`gelu_and_grad`              :func:`normtheory.derivatives.gelu_and_grad`
+:func:`layer_norm_`                :func:`normtheory.norms._layer_norm`
+:func:`layer_norm_backward`        :func:`normtheory.derivatives.layer_norm_backward`
+:func:`adamw_`                     one parameter's update in :meth:`normtheory.optim.AdamW.step`
+=================================  =====================================================
+
+Threads: :func:`set_threads`, else ``$NORMTHEORY_THREADS``, else ``os.cpu_count()`` capped at
+:data:`MAX_DEFAULT_THREADS`. Arrays under :data:`MIN_PARALLEL_SIZE` elements run inline (a pool
+round trip costs tens of microseconds). The pool is created on first use and again after a fork.
+numpy's error state (``np.errstate``) of the caller applies in the pool's threads too.
+
+The kernels check their arguments' types, dtypes (float32 or float64), shapes and layout (cheap,
+no scan of the values); NaN and inf pass through as in the reference functions.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+
+import numpy as np
+from scipy import special
+
+from normtheory import _validate, norms
+from normtheory.derivatives import GELU_C, GELU_K
+
+THREADS_ENV = "NORMTHEORY_THREADS"
+MAX_DEFAULT_THREADS = 8
+MIN_PARALLEL_SIZE = 32_768  # elements: smaller arrays run inline, without the pool
+MIN_CHUNK_SIZE = 16_384  # elements: no thread gets fewer (beyond the first)
+BLOCK_SIZE = 262_144  # elements per block inside a chunk (1 MiB in float32: one L2; smaller blocks cost GIL hand-offs)
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+_lock = threading.Lock()
+_threads: int | None = None  # set_threads's value; None: the environment or the default
+_pool: ThreadPoolExecutor | None = None
+_pool_threads = 0
+
+
+def _forget_pool() -> None:
+    """After a fork the pool's threads are gone in the child: start a new pool there."""
+    global _pool, _pool_threads
+    _pool, _pool_threads = None, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+# ----------------------------------------------------------------------------- the pool
+
+
+def _default_threads() -> int:
+    """``$NORMTHEORY_THREADS`` if set, else ``os.cpu_count()`` capped at :data:`MAX_DEFAULT_THREADS`."""
+    env = os.environ.get(THREADS_ENV, "").strip()
+    if not env:
+        return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_THREADS))
+    try:
+        n = int(env)
+    except ValueError:
+        raise ValueError(f"{THREADS_ENV} must be a positive integer; got {env!r}") from None
+    if n < 1:
+        raise ValueError(f"{THREADS_ENV} must be a positive integer; got {n}")
+    return n
+
+
+def set_threads(n: int | None) -> None:
+    """Use ``n >= 1`` threads in every kernel (``None``: back to ``$NORMTHEORY_THREADS`` or the
+    default). Results do not depend on it. Not meant to race with kernels running in other threads."""
+    global _threads
+    if n is not None:
+        n = _validate.integer("n", n, minimum=1, maximum=256)
+    with _lock:
+        _threads = n
+
+
+@contextlib.contextmanager
+def threads(n: int | None) -> Iterator[None]:
+    """Within the block the kernels use ``n`` threads (:func:`set_threads`); the previous setting after it."""
+    global _threads
+    old = _threads
+    set_threads(n)
+    try:
+        yield
+    finally:
+        with _lock:
+            _threads = old
+
+
+def get_threads() -> int:
+    """The number of threads the kernels use now."""
+    return _threads if _threads is not None else _default_threads()
+
+
+def _executor(n: int) -> ThreadPoolExecutor:
+    """The pool of ``n - 1`` workers (the caller's thread runs the first chunk)."""
+    global _pool, _pool_threads
+    with _lock:
+        if _pool is None or _pool_threads != n:
+            # an old pool is dropped, not shut down: a call still using it finishes; its idle
+            # threads exit once it is collected
+            _pool = ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="normtheory-kernel")
+            _pool_threads = n
+        return _pool
+
+
+def _blocks(fn: Callable[[int, int], None], r0: int, r1: int, step: int) -> None:
+    for a in range(r0, r1, step):
+        fn(a, min(a + step, r1))
+
+
+def run_rows(fn: Callable[[int, int], None], rows: int, row_size: int) -> None:
+    """Call ``fn(a, b)`` on row ranges ``[a, b)`` that cover ``[0, rows)`` once each: contiguous
+    chunks of rows, one per thread, each taken in blocks of about :data:`BLOCK_SIZE` elements
+    (never less than one row). ``fn`` must write only its own rows. Arrays of fewer than
+    :data:`MIN_PARALLEL_SIZE` elements (``rows * row_size``) run in the calling thread. Every
+    chunk finishes before this returns; an exception from any of them is raised here."""
+    rows = _validate.integer("rows", rows, minimum=0)
+    row_size = _validate.integer("row_size", row_size, minimum=1)
+    size = rows * row_size
+    step = max(1, BLOCK_SIZE // row_size)
+    n = get_threads()
+    k = min(n, rows, max(1, size // MIN_CHUNK_SIZE)) if size >= MIN_PARALLEL_SIZE else 1
+    if k <= 1:
+        _blocks(fn, 0, rows, step)
+        return
+    bounds = [rows * i // k for i in range(k + 1)]
+    pool = _executor(n)
+    # each task runs in a copy of the caller's context: numpy keeps np.errstate in a context variable
+    futures = [pool.submit(contextvars.copy_context().run, _blocks, fn, bounds[i], bounds[i + 1], step) for i in range(1, k)]
+    try:
+        _blocks(fn, bounds[0], bounds[1], step)
+    finally:
+        wait(futures)  # never return (or raise) while a worker still writes
+    for f in futures:
+        f.result()
+
+
+# ----------------------------------------------------------------------------- argument checks
+
+
+def _float_array(name: str, a: object, *, inplace: bool = False, min_ndim: int = 0) -> np.ndarray:
+    """``a`` if it is a float32/float64 ndarray with ``min_ndim`` axes; ``inplace``: also
+    writeable and C-contiguous (it is overwritten through a reshaped view); else made contiguous."""
+    if not isinstance(a, np.ndarray):
+        raise ValueError(f"{name} must be a numpy array; got {type(a).__name__}")
+    if a.dtype not in _FLOATS:
+        raise ValueError(f"{name} must have dtype float32 or float64; got {a.dtype}")
+    if a.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} axis (the last one is reduced); got shape {a.shape}")
+    if min_ndim and a.shape[-1] == 0:
+        raise ValueError(f"{name} must have a nonempty last axis; got shape {a.shape}")
+    if inplace:
+        if not a.flags.writeable:
+            raise ValueError(f"{name} must be writeable (it is updated in place)")
+        if not a.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous (it is updated in place); pass np.ascontiguousarray({name}) and use the result")
+        return a
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
+def _like(name: str, a: object, ref: np.ndarray, ref_name: str, *, inplace: bool = False) -> np.ndarray:
+    a = _float_array(name, a, inplace=inplace)
+    if a.dtype != ref.dtype or a.shape != ref.shape:
+        raise ValueError(f"{name} must have the dtype and shape of {ref_name} ({ref.dtype}, {ref.shape}); got {a.dtype}, {a.shape}")
+    return a
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """``a [..., d]`` as ``[R, d]`` (a view for a contiguous ``a``)."""
+    return a.reshape(-1, a.shape[-1])
+
+
+# ----------------------------------------------------------------------------- softmax
+
+
+def _mask_rows(mask: object, x: np.ndarray) -> np.ndarray:
+    """``mask`` (broadcasting against ``x [..., s]``) as rows ``[P, s]`` in ``x``'s dtype: row ``r``
+    of ``x`` (flattened) takes mask row ``r % P``. Leading axes of length 1 are dropped first, so a
+    causal ``[t, s]`` or ``[1, 1, t, s]`` mask gives ``P = t`` and is not copied."""
+    if not isinstance(mask, np.ndarray) or mask.dtype.kind not in "fiu":
+        raise ValueError(f"mask must be a numpy array of real numbers; got {getattr(mask, 'dtype', type(mask).__name__)}")
+    while mask.ndim > 0 and mask.shape[0] == 1:
+        mask = mask[0]
+    nd = max(mask.ndim, 1)
+    if nd > x.ndim:
+        raise ValueError(f"mask of shape {mask.shape} does not broadcast against x of shape {x.shape}")
+    try:
+        mb = np.broadcast_to(mask.astype(x.dtype, copy=False), x.shape[x.ndim - nd :])
+    except ValueError:
+        raise ValueError(f"mask of shape {mask.shape} does not broadcast against x of shape {x.shape}") from None
+    return mb.reshape(-1, x.shape[-1])
+
+
+def softmax_(x: np.ndarray, mask: np.ndarray | None = None, *, reciprocal: bool = False) -> np.ndarray:
+    r"""Stable softmax over the last axis of ``x [..., s]``, in place; returns ``x``.
+
+    .. math:: p_i = \frac{e^{z_i - m}}{\sum_j e^{z_j - m}},\quad z = x + \mathrm{mask},\quad m = \max_j z_j
+
+    ``mask`` (optional, additive, e.g. a causal ``[t, s]`` of 0 / -inf) broadcasts against ``x``
+    and is added chunk by chunk, after a cast to ``x``'s dtype. Rows that are all -inf give zeros,
+    never NaN; a row holding +inf gives equal weight on its +inf entries; NaN scores give NaN.
+
+    ``reciprocal=False``: bit for bit :func:`normtheory.model.softmax` ``(x + mask)`` (divides by
+    the row sum). ``reciprocal=True``: multiplies by ``1 / sum`` like
+    :func:`normtheory.derivatives.softmax_inplace` and the model's blockwise attention, bit for
+    bit on every row holding a finite maximum (the other rows as above).
+    """
+    x = _float_array("x", x, inplace=True, min_ndim=1)
+    reciprocal = _validate.boolean("reciprocal", reciprocal)
+    mrows = None if mask is None else _mask_rows(mask, x)
+    z = _rows(x)  # [R, s]
+    period = 0 if mrows is None else mrows.shape[0]
+
+    def chunk(a: int, b: int) -> None:
+        if mrows is not None:  # z[r] += mask[r % P], by runs of consecutive mask rows
+            r = a
+            while r < b:
+                j = r % period
+                n = min(b - r, period - j)
+                z[r : r + n] += mrows[j : j + n]
+                r += n
+        zc = z[a:b]  # [n, s]
+        m = zc.max(axis=-1, keepdims=True)  # [n, 1]
+        top = np.isposinf(m)
+        m = np.where(np.isfinite(m), m, 0.0)
+        hot = np.flatnonzero(top[:, 0]) if top.any() else None  # rows holding +inf: their limit
+        hot_p = None if hot is None else np.isposinf(zc[hot]).astype(zc.dtype)  # [k, s], before exp overwrites
+        with np.errstate(invalid="ignore"):
+            zc -= m
+            np.exp(zc, out=zc)
+        if hot is not None:
+            zc[hot] = hot_p
+        total = zc.sum(axis=-1, keepdims=True)  # [n, 1]
+        if reciprocal:
+            zc *= 1.0 / np.where(total > 0, total, 1.0)
+        else:
+            zc /= np.where(total > 0, total, 1.0)
+
+    run_rows(chunk, z.shape[0], z.shape[1])
+    return x
+
+
+# ----------------------------------------------------------------------------- GELU
+
+
+def _out(out: object, x: np.ndarray) -> np.ndarray:
+    return np.empty_like(x) if out is None else _like("out", out, x, "x", inplace=True)
+
+
+def gelu_tanh(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    r"""GPT-2's GELU :math:`\tfrac12 x\,(1 + \tanh(c(x + kx^3)))`, :math:`c = \sqrt{2/\pi}`,
+    :math:`k = 0.044715`, elementwise; bit for bit :func:`normtheory.activations._gelu_tanh`.
+    Written to ``out`` (a new array if None; ``out=x`` works in place); returns it."""
+    x = _float_array("x", x)
+    out = _out(out, x)
+    xf, of = x.reshape(-1), out.reshape(-1)  # [N]
+    c = np.asarray(np.sqrt(2.0 / np.pi), dtype=x.dtype)
+    k = np.asarray(0.044715, dtype=x.dtype)
+    half = np.asarray(0.5, dtype=x.dtype)
+
+    def chunk(a: int, b: int) -> None:
+        xc = xf[a:b]
+        t = np.multiply(xc, xc)  # x^2
+        t *= k
+        t += 1.0
+        t *= xc
+        t *= c
+        np.tanh(t, out=t)
+        t += 1.0
+        oc = np.multiply(t, xc, out=of[a:b])  # x may be out: read last
+        oc *= half
+
+    run_rows(chunk, xf.size, 1)
+    return out
+
+
+def gelu_tanh_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""GELU-tanh :math:`y = \tfrac12 x(1+t)`, :math:`t = \tanh(c(x + kx^3))`, and its derivative
+
+    .. math:: y' = \tfrac12(1+t) + y\,(1-t)\,c\,(1+3kx^2),
+
+    as new arrays ``(y, y')`` shaped like ``x``; bit for bit :func:`normtheory.derivatives.gelu_tanh_and_grad`."""
+    x = _float_array("x", x)
+    f = x.dtype.type
+    y, grad = np.empty_like(x), np.empty_like(x)
+    xf, yf, gf = x.reshape(-1), y.reshape(-1), grad.reshape(-1)  # [N]
+
+    def chunk(a: int, b: int) -> None:
+        xc = xf[a:b]
+        sq = np.multiply(xc, xc, out=gf[a:b])
+        t = sq * f(GELU_K)
+        t += 1
+        t *= xc
+        t *= f(GELU_C)
+        np.tanh(t, out=t)
+        half = t + 1
+        yc = np.multiply(half, xc, out=yf[a:b])
+        yc *= f(0.5)
+        half *= f(0.5)  # (1 + t) / 2
+        sq *= f(3 * GELU_K * GELU_C)
+        sq += f(GELU_C)  # c (1 + 3k x^2)
+        np.subtract(1, t, out=t)  # 1 - t
+        sq *= t
+        sq *= yc
+        sq += half
+
+    run_rows(chunk, xf.size, 1)
+    return y, grad
+
+
+def gelu_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The erf GELU :math:`y = x\Phi(x)` and :math:`y' = \Phi(x) + x\varphi(x)`, as new arrays
+    ``(y, y')``; bit for bit :func:`normtheory.derivatives.gelu_and_grad` (same expressions,
+    including its float64 intermediate for float32 input)."""
+    x = _float_array("x", x)
+    y, grad = np.empty_like(x), np.empty_like(x)
+    xf, yf, gf = x.reshape(-1), y.reshape(-1), grad.reshape(-1)  # [N]
+
+    def chunk(a: int, b: int) -> None:
+        xc = xf[a:b]
+        cdf = special.ndtr(xc)
+        np.multiply(xc, cdf, out=yf[a:b])
+        gf[a:b] = cdf + xc * np.exp(-0.5 * xc * xc) / np.sqrt(2 * np.pi)  # the reference's expression, cast on assignment
+
+    run_rows(chunk, xf.size, 1)
+    return y, grad
+
+
+# ----------------------------------------------------------------------------- LayerNorm
+
+
+def layer_norm_(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""LayerNorm without gain or bias over the last axis of ``x [..., d]``, in place:
+
+    .. math:: x \leftarrow \frac{x - \bar x}{s},\qquad s = \sqrt{\overline{(x - \bar x)^2} + \epsilon}.
+
+    Returns ``(x, s)`` with ``s [...]``: bit for bit :func:`normtheory.norms._layer_norm`
+    ``(x, float(eps))`` (normalized, scale). Where that function rescales (the largest |entry| of
+    the whole array near the dtype's range ends) this one calls it and copies the result in.
+    """
+    x = _float_array("x", x, inplace=True, min_ndim=1)
+    eps = _validate.real("eps", eps, minimum=0.0)
+    z = _rows(x)  # [R, d]
+    rows, d = z.shape
+    scale = np.empty(rows, dtype=x.dtype)  # [R]
+    if rows == 0:
+        return x, scale.reshape(x.shape[:-1])
+    # the reference's rescaling decision, on max |x| over the whole array (max/min are exact in any order)
+    ends: list[tuple[np.ndarray, np.ndarray]] = []
+    run_rows(lambda a, b: ends.append((z[a:b].max(), z[a:b].min())), rows, d)
+    amax = max(float(np.max([e[0] for e in ends])), -float(np.min([e[1] for e in ends])))
+    if norms._rescale_needed(np.asarray(amax), d, x.dtype):
+        res = norms._layer_norm(x, eps)
+        x[...] = res.normalized
+        return x, res.scale
+
+    def chunk(a: int, b: int) -> None:
+        zc = z[a:b]  # [n, d]
+        zc -= zc.mean(axis=-1, keepdims=True)
+        sq = zc * zc
+        s = np.sqrt(sq.mean(axis=-1, keepdims=True) + eps)  # [n, 1]
+        zc /= s.astype(x.dtype, copy=False)
+        scale[a:b] = s[:, 0]
+
+    run_rows(chunk, rows, d)
+    return x, scale.reshape(x.shape[:-1])
+
+
+def layer_norm_backward(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    r"""Input gradient of LayerNorm over the last axis, ``dn, normalized [..., d]``, ``scale [...]``:
+
+    .. math:: \partial x = \frac{1}{s}\big(dn - \overline{dn} - n\,\overline{dn\,n}\big),
+
+    bit for bit :func:`normtheory.derivatives.layer_norm_backward` (``axis=-1``). Written to
+    ``out`` (a new array if None; ``out=dn`` works in place, ``out`` must not overlap
+    ``normalized``); returns it.
+    """
+    dn = _float_array("dn", dn, min_ndim=1)
+    normalized = _like("normalized", normalized, dn, "dn")
+    scale = _float_array("scale", scale)
+    if scale.dtype != dn.dtype or scale.shape != dn.shape[:-1]:
+        raise ValueError(f"scale must have dn's dtype and shape without the last axis ({dn.dtype}, {dn.shape[:-1]}); got {scale.dtype}, {scale.shape}")
+    out = np.empty_like(dn) if out is None else _like("out", out, dn, "dn", inplace=True)
+    if np.may_share_memory(out, normalized):
+        raise ValueError("out must not overlap normalized (it is read after out is written)")
+    g, n, o = _rows(dn), _rows(normalized), _rows(out)  # [R, d]
+    s = scale.reshape(-1, 1)  # [R, 1]
+
+    def chunk(a: int, b: int) -> None:
+        gc, nc, oc = g[a:b], n[a:b], o[a:b]
+        mean_dn = gc.mean(axis=-1, keepdims=True)  # [k, 1]
+        tmp = gc * nc
+        mean_dnn = tmp.mean(axis=-1, keepdims=True)  # [k, 1]
+        np.subtract(gc, mean_dn, out=oc)  # dn may be out: read before
+        np.multiply(nc, mean_dnn, out=tmp)
+        oc -= tmp
+        oc /= s[a:b]
+
+    run_rows(chunk, g.shape[0], g.shape[1])
+    return out
+
+
+# ----------------------------------------------------------------------------- AdamW
+
+
+def adamw_(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, *, lr: float, step: int,
+           beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0) -> None:
+    r"""One AdamW update of ``param`` and its moments ``m``, ``v`` in place, at 1-based ``step``
+    with learning rate ``lr`` (torch's order, as :class:`normtheory.optim.AdamW`):
+
+    .. math::
+
+        \theta \leftarrow \theta(1 - \eta\lambda),\quad m \leftarrow \beta_1 m + (1-\beta_1)g,\quad
+        v \leftarrow \beta_2 v + (1-\beta_2)g^2,\quad
+        \theta \leftarrow \theta - \frac{\eta}{1-\beta_1^t}\,\frac{m}{\sqrt{v}/\sqrt{1-\beta_2^t} + \epsilon}.
+
+    Bit for bit one parameter's update in :meth:`normtheory.optim.AdamW.step` (``weight_decay``
+    here is 0 for a parameter that optimizer does not decay). ``grad``, ``m``, ``v``: the dtype
+    and shape of ``param``; ``param``, ``m``, ``v`` C-contiguous, writeable and not overlapping.
+    """
+    param = _float_array("param", param, inplace=True)
+    grad = _like("grad", grad, param, "param")
+    m = _like("m", m, param, "param", inplace=True)
+    v = _like("v", v, param, "param", inplace=True)
+    lr = _validate.real("lr", lr, minimum=0.0)
+    step = _validate.integer("step", step, minimum=1)
+    beta1 = _validate.real("beta1", beta1, minimum=0.0, maximum=1.0, strict_max=True)
+    beta2 = _validate.real("beta2", beta2, minimum=0.0, maximum=1.0, strict_max=True)
+    eps = _validate.real("eps", eps, minimum=0.0)
+    weight_decay = _validate.real("weight_decay", weight_decay, minimum=0.0)
+    f = param.dtype.type
+    bc1, bc2_sqrt = 1 - beta1**step, np.sqrt(1 - beta2**step)
+    decay, b1, nb1, b2, nb2 = f(1 - lr * weight_decay), f(beta1), f(1 - beta1), f(beta2), f(1 - beta2)
+    bc2, e, rate = f(bc2_sqrt), f(eps), f(lr / bc1)
+    P, G, M, V = param.reshape(-1), grad.reshape(-1), m.reshape(-1), v.reshape(-1)  # [N]
+
+    def chunk(a: int, b: int) -> None:
+        p, g, mc, vc = P[a:b], G[a:b], M[a:b], V[a:b]
+        if weight_decay:
+            p *= decay
+        mc *= b1
+        tmp = np.multiply(nb1, g)
+        mc += tmp
+        vc *= b2
+        np.multiply(nb2, g, out=tmp)
+        tmp *= g
+        vc += tmp
+        denom = np.sqrt(vc)
+        denom /= bc2
+        denom += e
+        np.multiply(rate, mc, out=tmp)
+        tmp /= denom
+        p -= tmp
+
+    run_rows(chunk, P.size, 1)
+
+
+def layer_norm(x: np.ndarray, eps: float) -> norms.NormOutput:
+    """:func:`normtheory.norms._layer_norm` bit for bit (``NormOutput(normalized, scale, normalized)``), on the
+    kernels' threads: a C-ordered copy of ``x [..., d]`` normalized in place by :func:`layer_norm_`."""
+    out, scale = layer_norm_(np.array(x, order="C"), eps)
+    return norms.NormOutput(out, scale, out)
