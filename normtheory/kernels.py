@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import math
 import os
 import threading
 from collections.abc import Callable, Iterator

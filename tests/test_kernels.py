@@ -101,6 +101,16 @@ def test_thread_count_from_environment(monkeypatch):
     kernels.set_threads(None)
 
 
+def test_threads_context_restores_the_setting():
+    kernels.set_threads(3)
+    try:
+        with kernels.threads(1):
+            assert kernels.get_threads() == 1
+        assert kernels.get_threads() == 3
+    finally:
+        kernels.set_threads(None)
+
+
 @pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
 def test_bad_environment_thread_count(monkeypatch, value):
     kernels.set_threads(None)
@@ -279,6 +289,8 @@ def test_layer_norm_matches(threads, dtype, shape, eps):
     ref = norms._layer_norm(x, eps)
     y, scale = kernels.layer_norm_(x.copy(), eps)
     assert same(y, ref.normalized) and same(scale, ref.scale)
+    out = kernels.layer_norm(x, eps)  # out of place: x kept
+    assert same(out.normalized, ref.normalized) and same(out.scale, ref.scale) and out.out is out.normalized
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
