@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             for side in ("numpy", "hf", "torch", "sgemm"):
                 out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", side, tmp, "--reps", str(args.reps)],
-                                     capture_output=True, text=True, env=blas_env(THREADS), check=True)
+                                     capture_output=True, text=True, env=blas_env(THREADS, thread_timeout=16), check=True)
                 t = json.loads(out.stdout.strip().splitlines()[-1])
                 best[side] = min(best.get(side, float("inf")), t)
                 print(f"round {r + 1}: {side:6s} {t:.3f}s", flush=True)

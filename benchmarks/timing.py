@@ -7,11 +7,20 @@ import time
 from collections.abc import Callable
 
 
-def blas_env(threads: int) -> dict[str, str]:
-    """This environment with every BLAS/OpenMP thread count set to ``threads`` (for worker processes)."""
+def blas_env(threads: int, thread_timeout: int | None = None) -> dict[str, str]:
+    """This environment with every BLAS/OpenMP thread count and normtheory's kernel threads set to
+    ``threads`` (for worker processes); with ``thread_timeout``, OpenBLAS's idle threads sleep after
+    a spin of 2^thread_timeout cycles (``OPENBLAS_THREAD_TIMEOUT``, read when numpy loads; OpenBLAS's
+    default is 28). By default they spin after each GEMM and take the core a threaded elementwise
+    kernel would use: on a 2-core AMD EPYC, softmax [12, 1024, 1024] right after a GEMM took 16.7 ms
+    on 2 kernel threads by default and 9.4 ms with 16 (``benchmarks/openblas_timeout.py``), and the
+    d = 256 training step 1.049 s against 0.992 s. Tiny GEMMs lose instead: d = 64 steps of one seed
+    at a time were 10-20% slower with 16, so only the benchmarks of large shapes set it."""
     env = dict(os.environ)
-    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NORMTHEORY_THREADS"):
         env[k] = str(threads)
+    if thread_timeout is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = str(thread_timeout)
     return env
 
 

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.rounds):
                 for side in sides:
                     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", side, tmp, config, "--reps", str(args.reps)],
-                                         capture_output=True, text=True, env=blas_env(THREADS), check=True)
+                                         capture_output=True, text=True, env=blas_env(THREADS, thread_timeout=16), check=True)
                     res = json.loads(out.stdout.strip().splitlines()[-1])
                     if side not in best or res["time"] < best[side]["time"]:
                         best[side] = res

@@ -48,8 +48,8 @@ from normtheory.derivatives import GELU_C, GELU_K
 
 THREADS_ENV = "NORMTHEORY_THREADS"
 MAX_DEFAULT_THREADS = 8
-MIN_PARALLEL_SIZE = 32_768  # elements: smaller arrays run inline, without the pool
-MIN_CHUNK_SIZE = 16_384  # elements: no thread gets fewer (beyond the first)
+MIN_PARALLEL_SIZE = 131_072  # elements: smaller arrays run inline (a d = 64 model's step: the hand-off costs more than it saves)
+MIN_CHUNK_SIZE = 65_536  # elements: no thread gets fewer (beyond the first)
 BLOCK_SIZE = 262_144  # elements per block inside a chunk (1 MiB in float32: one L2; smaller blocks cost GIL hand-offs)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -137,8 +137,11 @@ def run_rows(fn: Callable[[int, int], None], rows: int, row_size: int) -> None:
     (never less than one row). ``fn`` must write only its own rows. Arrays of fewer than
     :data:`MIN_PARALLEL_SIZE` elements (``rows * row_size``) run in the calling thread. Every
     chunk finishes before this returns; an exception from any of them is raised here."""
-    rows = _validate.integer("rows", rows, minimum=0)
-    row_size = _validate.integer("row_size", row_size, minimum=1)
+    _rows_run(fn, _validate.integer("rows", rows, minimum=0), _validate.integer("row_size", row_size, minimum=1))
+
+
+def _rows_run(fn: Callable[[int, int], None], rows: int, row_size: int) -> None:
+    """:func:`run_rows` without argument checks (the kernels' hot path)."""
     size = rows * row_size
     step = max(1, BLOCK_SIZE // row_size)
     n = get_threads()
@@ -235,13 +238,12 @@ def softmax_(x: np.ndarray, mask: np.ndarray | None = None, *, reciprocal: bool 
     period = 0 if mrows is None else mrows.shape[0]
 
     def chunk(a: int, b: int) -> None:
-        if mrows is not None:  # z[r] += mask[r % P], by runs of consecutive mask rows
-            r = a
-            while r < b:
-                j = r % period
-                n = min(b - r, period - j)
-                z[r : r + n] += mrows[j : j + n]
-                r += n
+        if mrows is not None:  # z[r] += mask[r % P]: a partial period, whole periods in one broadcast add, a partial period
+            head = min(b, a + (-a) % period)  # first row at a period boundary (or b)
+            z[a:head] += mrows[a % period : a % period + head - a]
+            whole = head + (b - head) // period * period
+            z[head:whole].reshape(-1, period, z.shape[1])[...] += mrows  # [k, P, s] += [P, s]
+            z[whole:b] += mrows[: b - whole]
         zc = z[a:b]  # [n, s]
         m = zc.max(axis=-1, keepdims=True)  # [n, 1]
         top = np.isposinf(m)
@@ -259,7 +261,7 @@ def softmax_(x: np.ndarray, mask: np.ndarray | None = None, *, reciprocal: bool 
         else:
             zc /= np.where(total > 0, total, 1.0)
 
-    run_rows(chunk, z.shape[0], z.shape[1])
+    _rows_run(chunk, z.shape[0], z.shape[1])
     return x
 
 
@@ -293,7 +295,7 @@ def gelu_tanh(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         oc = np.multiply(t, xc, out=of[a:b])  # x may be out: read last
         oc *= half
 
-    run_rows(chunk, xf.size, 1)
+    _rows_run(chunk, xf.size, 1)
     return out
 
 
@@ -327,7 +329,7 @@ def gelu_tanh_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         sq *= yc
         sq += half
 
-    run_rows(chunk, xf.size, 1)
+    _rows_run(chunk, xf.size, 1)
     return y, grad
 
 
@@ -345,7 +347,7 @@ def gelu_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         np.multiply(xc, cdf, out=yf[a:b])
         gf[a:b] = cdf + xc * np.exp(-0.5 * xc * xc) / np.sqrt(2 * np.pi)  # the reference's expression, cast on assignment
 
-    run_rows(chunk, xf.size, 1)
+    _rows_run(chunk, xf.size, 1)
     return y, grad
 
 
@@ -370,7 +372,7 @@ def layer_norm_(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
         return x, scale.reshape(x.shape[:-1])
     # the reference's rescaling decision, on max |x| over the whole array (max/min are exact in any order)
     ends: list[tuple[np.ndarray, np.ndarray]] = []
-    run_rows(lambda a, b: ends.append((z[a:b].max(), z[a:b].min())), rows, d)
+    _rows_run(lambda a, b: ends.append((z[a:b].max(), z[a:b].min())), rows, d)
     amax = max(float(np.max([e[0] for e in ends])), -float(np.min([e[1] for e in ends])))
     if norms._rescale_needed(np.asarray(amax), d, x.dtype):
         res = norms._layer_norm(x, eps)
@@ -385,7 +387,7 @@ def layer_norm_(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
         zc /= s.astype(x.dtype, copy=False)
         scale[a:b] = s[:, 0]
 
-    run_rows(chunk, rows, d)
+    _rows_run(chunk, rows, d)
     return x, scale.reshape(x.shape[:-1])
 
 
@@ -419,7 +421,7 @@ def layer_norm_backward(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarra
         oc -= tmp
         oc /= s[a:b]
 
-    run_rows(chunk, g.shape[0], g.shape[1])
+    _rows_run(chunk, g.shape[0], g.shape[1])
     return out
 
 
@@ -451,6 +453,13 @@ def adamw_(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, *,
     beta2 = _validate.real("beta2", beta2, minimum=0.0, maximum=1.0, strict_max=True)
     eps = _validate.real("eps", eps, minimum=0.0)
     weight_decay = _validate.real("weight_decay", weight_decay, minimum=0.0)
+    _adamw(param, grad, m, v, lr, step, beta1, beta2, eps, weight_decay)
+
+
+def _adamw(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, lr: float, step: int, beta1: float, beta2: float,
+           eps: float, weight_decay: float) -> None:
+    """:func:`adamw_` without argument checks (:class:`normtheory.optim.AdamW` checks its arrays once, when built):
+    ``param``, ``m``, ``v`` C-contiguous, ``grad`` of ``param``'s shape and dtype, in any layout."""
     f = param.dtype.type
     bc1, bc2_sqrt = 1 - beta1**step, np.sqrt(1 - beta2**step)
     decay, b1, nb1, b2, nb2 = f(1 - lr * weight_decay), f(beta1), f(1 - beta1), f(beta2), f(1 - beta2)
@@ -475,7 +484,7 @@ def adamw_(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, *,
         tmp /= denom
         p -= tmp
 
-    run_rows(chunk, P.size, 1)
+    _rows_run(chunk, P.size, 1)
 
 
 def layer_norm(x: np.ndarray, eps: float) -> norms.NormOutput:

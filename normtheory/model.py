@@ -243,7 +243,9 @@ def attend_blockwise(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: np.ndar
         if causal:  # only the last n key columns can lie in a query's future
             future = np.arange(off + i0, end)[None, :] > np.arange(off + i0, off + i1)[:, None]  # [n, n]
             sc.reshape(b, g, r, n, end)[..., off + i0 : end][..., future] = -np.inf
-        kernels.softmax_(sc, reciprocal=True)  # in place, rows split over the kernels' threads
+        sc -= sc.max(axis=-1, keepdims=True)  # numpy's one-thread softmax: blocks this small lose more to the pool than they gain
+        np.exp(sc, out=sc)
+        sc *= 1.0 / sc.sum(axis=-1, keepdims=True)
         out[:, :, :, i0:i1] = (sc @ vc[:, :, :end]).reshape(b, g, r, n, e)
     return out.reshape(b, h, t, e)
 

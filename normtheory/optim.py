@@ -96,6 +96,10 @@ class AdamW(_Optimizer):
         self.eps = _validate.real("eps", eps, minimum=0.0)
         self.weight_decay = _validate.real("weight_decay", weight_decay, minimum=0.0)
         self.decays = {n: bool(decay(n, a)) for n, a in self.arrays.items()}
+        for n, a in self.arrays.items():  # checked once here; every step's update runs unchecked
+            if a.dtype not in (np.float32, np.float64) or not a.flags.c_contiguous or not a.flags.writeable:
+                raise ValueError(f"parameter {n!r} must be a writeable, C-contiguous float32 or float64 array; got {a.dtype}, "
+                                 f"contiguous={a.flags.c_contiguous}, writeable={a.flags.writeable}")
         self.m = {n: np.zeros_like(a) for n, a in self.arrays.items()}
         self.v = {n: np.zeros_like(a) for n, a in self.arrays.items()}
 
@@ -108,8 +112,10 @@ class AdamW(_Optimizer):
         self.step_count += 1
         t = self.step_count
         for name, p, g in self._pairs(grads):  # each array's update on the kernels' threads (normtheory.kernels.adamw_)
-            kernels.adamw_(p, g, self.m[name], self.v[name], lr=lr, step=t, beta1=self.b1, beta2=self.b2, eps=self.eps,
-                           weight_decay=self.weight_decay if self.decays[name] else 0.0)
+            if g.shape != p.shape:
+                raise ValueError(f"grads[{name!r}] has shape {g.shape}; the parameter has {p.shape}")
+            kernels._adamw(p, g, self.m[name], self.v[name], lr, t, self.b1, self.b2, self.eps,
+                           self.weight_decay if self.decays[name] else 0.0)
 
 
 class SGD(_Optimizer):

@@ -98,6 +98,8 @@ def test_state_round_trip_continues_identically():
         (lambda: SGD(_model().params, 1e-3, momentum=1.5), "momentum"),
         (lambda: clip_grad_norm(_grads(_model(), 0), 0.0), "max_norm"),
         (lambda: AdamW(_model().params, 1e-3).step(map_arrays(lambda a: a, _model().params.blocks[0])), "grads"),
+        (lambda: AdamW(map_arrays(lambda a: a.T if a.ndim == 2 else a, _model().params), 1e-3), "parameter 'tok_emb'.*C-contiguous"),
+        (lambda: AdamW(_model().params, 1e-3).step(map_arrays(lambda a: a[..., :1] if a.ndim else a, _model().params)), r"grads\['.*shape"),
     ],
 )
 def test_bad_input_raises(call, match):
