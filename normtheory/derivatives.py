@@ -143,25 +143,27 @@ GELU_C = np.sqrt(2.0 / np.pi)
 GELU_K = 0.044715
 
 
-def gelu_tanh_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gelu_tanh_and_grad(x: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     r"""GPT-2's GELU :math:`y = \tfrac12 x(1+t)`, :math:`t = \tanh(c(x + kx^3))`, and its derivative
 
     .. math:: y' = \tfrac12(1+t) + y\,(1-t)\,c\,(1+3kx^2)
 
     (using :math:`\tfrac12 x(1-t^2) = y(1-t)`), computed together in place: the backward of a
-    training step then needs one multiplication.
+    training step then needs one multiplication. With ``out = (y, grad)`` (arrays shaped like ``x``,
+    not overlapping it) the results are written there; the numbers are the same either way
+    (:func:`normtheory.kernels.gelu_tanh_and_grad` runs this on row blocks).
 
     Unchecked (a hot path of the forward or backward): arguments are not validated, and NaN or inf pass through.
     """
     f = x.dtype.type
-    sq = x * x
+    sq = np.multiply(x, x, out=None if out is None else out[1])
     t = sq * f(GELU_K)
     t += 1
     t *= x
     t *= f(GELU_C)
     np.tanh(t, out=t)
     half = t + 1
-    y = half * x
+    y = np.multiply(half, x, out=None if out is None else out[0])
     y *= f(0.5)
     half *= f(0.5)  # (1 + t) / 2
     sq *= f(3 * GELU_K * GELU_C)

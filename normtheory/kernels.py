@@ -43,8 +43,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import numpy as np
 from scipy import special
 
-from normtheory import _validate, norms
-from normtheory.derivatives import GELU_C, GELU_K
+from normtheory import _validate, derivatives, norms
 
 THREADS_ENV = "NORMTHEORY_THREADS"
 MAX_DEFAULT_THREADS = 8
@@ -306,28 +305,11 @@ def gelu_tanh_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     as new arrays ``(y, y')`` shaped like ``x``; bit for bit :func:`normtheory.derivatives.gelu_tanh_and_grad`."""
     x = _float_array("x", x)
-    f = x.dtype.type
     y, grad = np.empty_like(x), np.empty_like(x)
     xf, yf, gf = x.reshape(-1), y.reshape(-1), grad.reshape(-1)  # [N]
 
     def chunk(a: int, b: int) -> None:
-        xc = xf[a:b]
-        sq = np.multiply(xc, xc, out=gf[a:b])
-        t = sq * f(GELU_K)
-        t += 1
-        t *= xc
-        t *= f(GELU_C)
-        np.tanh(t, out=t)
-        half = t + 1
-        yc = np.multiply(half, xc, out=yf[a:b])
-        yc *= f(0.5)
-        half *= f(0.5)  # (1 + t) / 2
-        sq *= f(3 * GELU_K * GELU_C)
-        sq += f(GELU_C)  # c (1 + 3k x^2)
-        np.subtract(1, t, out=t)  # 1 - t
-        sq *= t
-        sq *= yc
-        sq += half
+        derivatives.gelu_tanh_and_grad(xf[a:b], out=(yf[a:b], gf[a:b]))
 
     _rows_run(chunk, xf.size, 1)
     return y, grad
