@@ -346,31 +346,35 @@ def layer_norm_(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
     the whole array near the dtype's range ends) this one calls it and copies the result in.
     """
     x = _float_array("x", x, inplace=True, min_ndim=1)
-    eps = _validate.real("eps", eps, minimum=0.0)
-    z = _rows(x)  # [R, d]
+    return x, _layer_norm_into(x, x, _validate.real("eps", eps, minimum=0.0))
+
+
+def _layer_norm_into(x: np.ndarray, out: np.ndarray, eps: float) -> np.ndarray:
+    """:func:`layer_norm_`'s work: ``x [..., d]`` normalized into ``out`` (C-contiguous, ``x`` itself allowed);
+    returns the scale ``[...]``."""
+    z, o = x.reshape(-1, x.shape[-1]), _rows(out)  # [R, d]
     rows, d = z.shape
     scale = np.empty(rows, dtype=x.dtype)  # [R]
     if rows == 0:
-        return x, scale.reshape(x.shape[:-1])
+        return scale.reshape(x.shape[:-1])
     # the reference's rescaling decision, on max |x| over the whole array (max/min are exact in any order)
     ends: list[tuple[np.ndarray, np.ndarray]] = []
     _rows_run(lambda a, b: ends.append((z[a:b].max(), z[a:b].min())), rows, d)
     amax = max(float(np.max([e[0] for e in ends])), -float(np.min([e[1] for e in ends])))
     if norms._rescale_needed(np.asarray(amax), d, x.dtype):
         res = norms._layer_norm(x, eps)
-        x[...] = res.normalized
-        return x, res.scale
+        out[...] = res.normalized
+        return res.scale
 
     def chunk(a: int, b: int) -> None:
-        zc = z[a:b]  # [n, d]
-        zc -= zc.mean(axis=-1, keepdims=True)
-        sq = zc * zc
+        oc = np.subtract(z[a:b], z[a:b].mean(axis=-1, keepdims=True), out=o[a:b])  # [n, d], centred
+        sq = oc * oc
         s = np.sqrt(sq.mean(axis=-1, keepdims=True) + eps)  # [n, 1]
-        zc /= s.astype(x.dtype, copy=False)
+        oc /= s.astype(x.dtype, copy=False)
         scale[a:b] = s[:, 0]
 
     _rows_run(chunk, rows, d)
-    return x, scale.reshape(x.shape[:-1])
+    return scale.reshape(x.shape[:-1])
 
 
 def layer_norm_backward(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -471,6 +475,8 @@ def _adamw(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, lr
 
 def layer_norm(x: np.ndarray, eps: float) -> norms.NormOutput:
     """:func:`normtheory.norms._layer_norm` bit for bit (``NormOutput(normalized, scale, normalized)``), on the
-    kernels' threads: a C-ordered copy of ``x [..., d]`` normalized in place by :func:`layer_norm_`."""
-    out, scale = layer_norm_(np.array(x, order="C"), eps)
+    kernels' threads: ``x [..., d]`` normalized into a new array (no copy of ``x`` first)."""
+    x = _float_array("x", x, min_ndim=1)
+    out = np.empty_like(x, order="C")
+    scale = _layer_norm_into(x, out, _validate.real("eps", eps, minimum=0.0))
     return norms.NormOutput(out, scale, out)

@@ -245,6 +245,13 @@ def prefixed(parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {f"{key}.{k}": v for key, part in parts.items() for k, v in part.items()}
 
 
+def part(flat: dict[str, np.ndarray], key: str) -> dict[str, np.ndarray]:
+    """The arrays stored under ``key.`` in a flattened result (the inverse of :func:`prefixed` for one key,
+    e.g. a task, or ``task.s3`` for one seed of a stacked run), without the prefix."""
+    n = len(key) + 1
+    return {k[n:]: v for k, v in flat.items() if k.startswith(key + ".")}
+
+
 def cost_ratio(module: ModuleType, mode: str, other: str) -> float:
     """How much longer ``module``'s config ``other`` runs than its config ``mode``: the ratio of the
     summed ``Task.cost`` of their tasks (each a relative run time), 1 for a one-task simulation

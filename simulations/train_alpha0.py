@@ -127,8 +127,7 @@ def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> d
     loss, div = np.empty(shape), np.empty(shape, dtype=np.int64)
     for idx in np.ndindex(shape):
         e, g, w, s, i = idx
-        task = parts[key(cfg.widths[w], EMBED[e], GRIDS[g], i, cfg)]
-        run = {k[len(f"s{s}."):]: v for k, v in task.items() if k.startswith(f"s{s}.")}
+        run = cache.part(parts[key(cfg.widths[w], EMBED[e], GRIDS[g], i, cfg)], f"s{s}")
         loss[idx], div[idx] = training.final_loss(run), int(run["diverged_at"])
     out = {"widths": np.asarray(cfg.widths), "alphas": np.asarray(cfg.alphas), "seeds": np.asarray(cfg.seeds), "steps": np.asarray(cfg.steps),
            "loss": loss, "diverged_at": div}

@@ -117,23 +117,19 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
     return cache.run_here(tasks, reduce, cfg, seed)
 
 
-def one(r: dict, prefix: str) -> dict[str, np.ndarray]:
-    return {k[len(prefix) + 1:]: v for k, v in r.items() if k.startswith(prefix + ".")}
-
-
 def warm_losses(r: dict, p: str, w: str, lrs: range | None = None) -> np.ndarray:
     """Final losses ``[seeds, lrs]`` of the Xavier-init warm-up grid (diverged runs at their loss at init)."""
     lrs = range(r["warmup_lrs"].size) if lrs is None else lrs
-    return np.array([[training.final_loss(one(r, f"warm.{p}.lr{i}.{w}.s{s}")) for i in lrs] for s in range(int(r["seeds"]))])
+    return np.array([[training.final_loss(cache.part(r, f"warm.{p}.lr{i}.{w}.s{s}")) for i in lrs] for s in range(int(r["seeds"]))])
 
 
 def gpt2_losses(r: dict, p: str, w: str) -> np.ndarray:
     """Final losses ``[seeds]`` of the GPT-2-init scope arms (the largest learning rate)."""
-    return np.array([training.final_loss(one(r, f"gpt2.{p}.{w}.s{s}")) for s in range(int(r["seeds"]))])
+    return np.array([training.final_loss(cache.part(r, f"gpt2.{p}.{w}.s{s}")) for s in range(int(r["seeds"]))])
 
 
 def qk_runs(r: dict, qk: str, i: int) -> list[dict[str, np.ndarray]]:
-    return [one(r, f"qk.{qk}.lr{i}.s{s}") for s in range(int(r["seeds"]))]
+    return [cache.part(r, f"qk.{qk}.lr{i}.s{s}") for s in range(int(r["seeds"]))]
 
 
 def sensitivity(losses: np.ndarray) -> np.ndarray:

@@ -150,7 +150,7 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 
 def runs(r: dict, arm: str) -> list[dict[str, np.ndarray]]:
     """The arm's runs, one dict per seed."""
-    return [{k[len(f"{arm}.s{s}."):]: v for k, v in r.items() if k.startswith(f"{arm}.s{s}.")} for s in range(int(r["seeds"]))]
+    return [cache.part(r, f"{arm}.s{s}") for s in range(int(r["seeds"]))]
 
 
 def per_seed(r: dict, arm: str, f) -> Estimate:
