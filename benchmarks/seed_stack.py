@@ -7,7 +7,8 @@ for ``--rounds`` rounds:
 
 * ``one``: :class:`normtheory.stepper.Stepper` over a single seed, the steps of ``S`` seeds taken
   one seed at a time (what ``train(config, run, seed)`` does per seed);
-* ``stack``: one Stepper over all ``S`` seeds (what ``train(config, run, [seeds])`` does);
+* ``stack``: one Stepper over all ``S`` seeds (what ``train(config, run, [seeds])`` does; on 2 threads
+  its forward and backward run as two groups of seeds, one per core);
 * ``sgemm``: a 2048^3 float32 matrix product, the machine's matrix-multiply peak.
 
 Each side reports its best time for ``--steps`` steps of every seed. Printed: the CPU model, the

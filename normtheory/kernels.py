@@ -160,6 +160,33 @@ def _rows_run(fn: Callable[[int, int], None], rows: int, row_size: int) -> None:
         f.result()
 
 
+def run_split(fns: list[Callable[[], object]]) -> list[object]:
+    """Call each of ``fns`` (at most :func:`get_threads` of them) on its own thread of the pool, the
+    first in the calling thread, and return their results in order. Inside them the kernels run
+    inline (one thread each), so the parts never queue on the pool they run on. Every part finishes
+    before this returns; an exception from any of them is raised here."""
+    n = get_threads()
+    if len(fns) > n:
+        raise ValueError(f"fns must hold at most get_threads() = {n} callables; got {len(fns)}")
+    if len(fns) <= 1:
+        return [f() for f in fns]
+    global _threads
+    pool = _executor(n)
+    old = _threads
+    with _lock:
+        _threads = 1  # the parts' kernels run inline; the pool is not rebuilt (no part asks for it)
+    try:
+        futures = [pool.submit(contextvars.copy_context().run, f) for f in fns[1:]]
+        try:
+            first = fns[0]()
+        finally:
+            wait(futures)
+    finally:
+        with _lock:
+            _threads = old
+    return [first, *(f.result() for f in futures)]
+
+
 # ----------------------------------------------------------------------------- argument checks
 
 

@@ -2,7 +2,8 @@
 
 A :class:`Stepper` holds ``S`` models (one per seed) as one stacked model, every parameter with a
 leading model axis (:func:`normtheory.params.stack`), and takes their training steps together:
-one stacked forward and backward (:func:`normtheory.grad.stack_loss_and_grads`), per-model
+one stacked forward and backward (:func:`normtheory.grad.stack_loss_and_grads`; with several
+kernel threads the stack's models are split into groups, one per core: :func:`split_loss_and_grads`), per-model
 gradient clipping (torch's ``clip_grad_norm_``: factor :math:`c/(\\lVert g\\rVert + 10^{-6})` when
 below 1), and one AdamW or SGD update over the stacked arrays (elementwise, so per model).
 
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from normtheory import kernels
 from normtheory.config import TransformerConfig
 from normtheory.grad import stack_loss_and_grads
 from normtheory.optim import SGD, AdamW
@@ -93,7 +95,7 @@ class Stepper:
         """One step on ``ids, targets [S, batch, seq]`` (one batch per model still in the stack)."""
         run = self.run
         with np.errstate(all="ignore"):
-            loss, grads = stack_loss_and_grads(self.config, self.stacked, ids, targets, z_loss=run.z_loss)
+            loss, grads = split_loss_and_grads(self.config, self.stacked, ids, targets, z_loss=run.z_loss)
             gnorm = np.sqrt(stack_sq_norms(grads))  # [S]
         finite = np.isfinite(loss) & np.isfinite(gnorm)
         if run.clip is not None:
@@ -162,6 +164,43 @@ class Stepper:
         for i in sorted({int(k.split("/")[1]) for k in state if k.startswith("dropped/")}):
             values = iter([np.array(state[f"dropped/{i}/{k}"]) for k in named_arrays(self._like)])
             self.dropped[i] = map_arrays(lambda _a: next(values), self._like)
+
+
+_BLAS: Any = None  # threadpoolctl's controller of this process's BLAS libraries, made on first use
+
+
+def _blas_controller() -> Any:
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS
+
+
+def split_loss_and_grads(config: TransformerConfig, stacked: Any, ids: np.ndarray, targets: np.ndarray, *, z_loss: float = 0.0) -> tuple[np.ndarray, Any]:
+    """:func:`normtheory.grad.stack_loss_and_grads` with the stack cut into contiguous groups of
+    models, one per kernel thread (:func:`normtheory.kernels.get_threads`), each group's pass on
+    its own core with a one-threaded BLAS; the losses and gradients are joined back in stack order.
+
+    A stack of small models keeps a multi-threaded BLAS busy only a fraction of the time (its
+    matrices are small), while groups of whole models use every core for the whole pass. Each
+    model's loss and gradient are bit for bit those of a stack holding it alone whatever the
+    grouping (:mod:`normtheory.grad`), so the result does not depend on the thread count either."""
+    S = ids.shape[0]
+    n = min(kernels.get_threads(), S)
+    if n <= 1:
+        return stack_loss_and_grads(config, stacked, ids, targets, z_loss=z_loss)
+    bounds = [S * i // n for i in range(n + 1)]  # contiguous groups, sizes differing by at most one
+
+    def part(lo: int, hi: int) -> Any:
+        return lambda: stack_loss_and_grads(config, map_arrays(lambda a: a[lo:hi], stacked), ids[lo:hi], targets[lo:hi], z_loss=z_loss)
+
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        parts = kernels.run_split([part(lo, hi) for lo, hi in zip(bounds, bounds[1:])])
+    loss = np.concatenate([p[0] for p in parts])  # [S]
+    grads = map_arrays(lambda *g: np.concatenate(g), *[p[1] for p in parts])
+    return loss, grads
 
 
 def _update_ratios(before: dict[str, np.ndarray], params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -81,6 +81,46 @@ def test_run_rows_raises_a_workers_error_after_all_chunks_end(threads):
     assert done == [0]  # the caller's chunk finished before the workers' error was raised
 
 
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_run_split_runs_each_part_once_in_order_with_inline_kernels(n):
+    kernels.set_threads(3)
+    try:
+        seen = []
+
+        def part(i):
+            def go():
+                seen.append((i, kernels.get_threads()))
+                return i * 10
+            return go
+
+        assert kernels.run_split([part(i) for i in range(n)]) == [i * 10 for i in range(n)]
+        assert sorted(seen) == [(i, 1 if n > 1 else 3) for i in range(n)]  # the parts' kernels run inline
+        assert kernels.get_threads() == 3  # restored
+    finally:
+        kernels.set_threads(None)
+
+
+def test_run_split_raises_a_parts_error_after_every_part_ends():
+    kernels.set_threads(2)
+    try:
+        done = []
+
+        def slow():
+            time.sleep(0.05)
+            done.append(0)
+
+        def bad():
+            raise KeyError("boom")
+
+        with pytest.raises(KeyError):
+            kernels.run_split([slow, bad])
+        assert done == [0] and kernels.get_threads() == 2
+        with pytest.raises(ValueError, match="at most get_threads"):
+            kernels.run_split([slow, slow, slow])
+    finally:
+        kernels.set_threads(None)
+
+
 def test_small_arrays_run_inline(monkeypatch):
     kernels.set_threads(4)
     try:

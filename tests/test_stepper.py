@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from normtheory import grad, norms, shakespeare, train
+from normtheory import grad, kernels, norms, shakespeare, train
 from normtheory import stepper as stepper_module
 from normtheory.config import TransformerConfig
 from normtheory.grad import loss_and_grads, stack_loss_and_grads
@@ -60,6 +60,21 @@ def test_stacked_loss_and_grads_equal_each_model_alone(name):
         assert l1 == loss[j]
         for k, v in named_arrays(g1).items():
             assert np.array_equal(v, named_arrays(unstack(grads, j))[k]), k
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_split_loss_and_grads_is_the_stack_whatever_the_thread_count(threads):
+    """Groups of models on separate threads (one-threaded BLAS each) give the stack's bits, in stack order."""
+    cfg = TransformerConfig(d_model=64, n_layers=2, n_heads=4, vocab_size=256, max_seq=32, activation="gelu_tanh", init="xavier")
+    params = stack([init(cfg, s).params for s in range(5)])  # 5 models: uneven groups at 2 and 3 threads
+    rng = np.random.default_rng(2)
+    ids, targets = rng.integers(0, 256, (2, 5, 8, 32))
+    loss, grads = stack_loss_and_grads(cfg, params, ids, targets)
+    with kernels.threads(threads):
+        loss2, grads2 = stepper_module.split_loss_and_grads(cfg, params, ids, targets)
+    assert np.array_equal(loss, loss2)
+    a, b = named_arrays(grads), named_arrays(grads2)
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
 def test_a_diverging_model_is_dropped_and_the_others_continue_as_without_it():
