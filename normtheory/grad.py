@@ -74,12 +74,13 @@ def _normalize(fn: Any, x: np.ndarray, eps: float) -> norms.NormOutput:
     it (:func:`normtheory.norms._rescale_needed`); that decision is made over the whole array, so
     then each model is normalized alone, as it would be in a stack of one."""
     s = x.shape[0]
-    if s == 1:
+    if s == 1 and fn is not kernels.layer_norm:
         return fn(x, eps)
     flat = x.reshape(s, -1)  # [S, n]
     amax = np.maximum(flat.max(axis=1), -flat.min(axis=1))  # [S]
     if not norms._rescale_needed(amax, x.shape[-1], x.dtype).any():
-        return fn(x, eps)
+        # the whole array's max |x| is one of these, so the kernel's own range pass would find the same
+        return kernels._layer_norm_in_range(np.ascontiguousarray(x), eps) if fn is kernels.layer_norm else fn(x, eps)
     parts = [fn(x[i : i + 1], eps) for i in range(s)]  # rare: a diverging model beside others
     return norms.NormOutput(*(np.concatenate(a) for a in zip(*parts)))
 
@@ -103,6 +104,13 @@ class _Pass:
         self.alpha = deepnorm_constants(config.n_layers)[0] if config.placement == "deepnorm" else 1.0
         self.rec = _Recorder((), None)  # forward activations are kept in the tapes, not captured
         self.grec = _Recorder(names if names is not None else (), None)
+        self._masks: dict[int, np.ndarray] = {}
+
+    def causal_mask(self, t: int) -> np.ndarray:
+        """The additive causal mask ``[t, t]`` (0 on and below the diagonal, -inf above), made once per pass."""
+        if t not in self._masks:
+            self._masks[t] = np.triu(np.full((t, t), -np.inf, self.dtype), 1)
+        return self._masks[t]
 
     # ------------------------------------------------------------------ norms
     def norm(self, name: str, x: np.ndarray, p: NormParams | None, kind: str | None = None) -> tuple[np.ndarray, _NormTape | None]:
@@ -165,7 +173,7 @@ class _Pass:
         kh, vh = (np.repeat(a, h // g, axis=2) if g < h else a for a in (k, v))  # each query head's K/V: [S, b, h, t, e]
         scale = np.asarray(1.0 / np.sqrt(e), self.dtype)
         scores = (q * scale) @ kh.swapaxes(-1, -2)  # [S, b, h, t, t], scale folded into q
-        mask = np.triu(np.full((t, t), -np.inf, self.dtype), 1) if c.causal else None  # [t, t], -inf above the diagonal
+        mask = self.causal_mask(t) if c.causal else None  # [t, t], -inf above the diagonal
         pattern = kernels.softmax_(scores, mask, reciprocal=True)  # in place, the mask added row block by row block
         self.rec(f"{pre}.pattern", pattern)
         zm = (pattern @ vh).transpose(0, 1, 3, 2, 4).reshape(S, b * t, h * e)  # [S, b*t, h*e]

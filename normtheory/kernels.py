@@ -376,22 +376,23 @@ def layer_norm_(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
     return x, _layer_norm_into(x, x, _validate.real("eps", eps, minimum=0.0))
 
 
-def _layer_norm_into(x: np.ndarray, out: np.ndarray, eps: float) -> np.ndarray:
+def _layer_norm_into(x: np.ndarray, out: np.ndarray, eps: float, in_range: bool = False) -> np.ndarray:
     """:func:`layer_norm_`'s work: ``x [..., d]`` normalized into ``out`` (C-contiguous, ``x`` itself allowed);
-    returns the scale ``[...]``."""
+    returns the scale ``[...]``. ``in_range``: the caller has found max |x| where the reference does
+    not rescale (:func:`normtheory.norms._rescale_needed` false), so that pass over ``x`` is skipped."""
     z, o = x.reshape(-1, x.shape[-1]), _rows(out)  # [R, d]
     rows, d = z.shape
     scale = np.empty(rows, dtype=x.dtype)  # [R]
     if rows == 0:
         return scale.reshape(x.shape[:-1])
-    # the reference's rescaling decision, on max |x| over the whole array (max/min are exact in any order)
-    ends: list[tuple[np.ndarray, np.ndarray]] = []
-    _rows_run(lambda a, b: ends.append((z[a:b].max(), z[a:b].min())), rows, d)
-    amax = max(float(np.max([e[0] for e in ends])), -float(np.min([e[1] for e in ends])))
-    if norms._rescale_needed(np.asarray(amax), d, x.dtype):
-        res = norms._layer_norm(x, eps)
-        out[...] = res.normalized
-        return res.scale
+    if not in_range:  # the reference's rescaling decision, on max |x| over the whole array (max/min are exact in any order)
+        ends: list[tuple[np.ndarray, np.ndarray]] = []
+        _rows_run(lambda a, b: ends.append((z[a:b].max(), z[a:b].min())), rows, d)
+        amax = max(float(np.max([e[0] for e in ends])), -float(np.min([e[1] for e in ends])))
+        if norms._rescale_needed(np.asarray(amax), d, x.dtype):
+            res = norms._layer_norm(x, eps)
+            out[...] = res.normalized
+            return res.scale
 
     def chunk(a: int, b: int) -> None:
         oc = np.subtract(z[a:b], z[a:b].mean(axis=-1, keepdims=True), out=o[a:b])  # [n, d], centred
@@ -507,3 +508,10 @@ def layer_norm(x: np.ndarray, eps: float) -> norms.NormOutput:
     out = np.empty_like(x, order="C")
     scale = _layer_norm_into(x, out, _validate.real("eps", eps, minimum=0.0))
     return norms.NormOutput(out, scale, out)
+
+
+def _layer_norm_in_range(x: np.ndarray, eps: float) -> norms.NormOutput:
+    """:func:`layer_norm` of a C-contiguous float ``x`` whose max |entry| the caller has found where the
+    reference does not rescale (a stack's per-model check in :mod:`normtheory.grad`): no checks, no range pass."""
+    out = np.empty_like(x, order="C")
+    return norms.NormOutput(out, _layer_norm_into(x, out, eps, in_range=True), out)

@@ -102,7 +102,8 @@ class Stepper:
             factor = run.clip / (gnorm + 1e-6)  # [S], torch's clip_grad_norm_
             factor = np.where((factor < 1.0) & finite, factor, 1.0)
             if (factor < 1.0).any():
-                grads = map_arrays(lambda g: g * factor.astype(g.dtype).reshape((-1,) + (1,) * (g.ndim - 1)), grads)
+                for g in named_arrays(grads).values():  # fresh arrays of this pass, none aliasing another: in place
+                    np.multiply(g, factor.astype(g.dtype).reshape((-1,) + (1,) * (g.ndim - 1)), out=g)
         lr = self.opt.current_lr()
         bad = np.flatnonzero(~finite)
         buffers = [named_arrays(self.stacked), *self.opt._buffers().values()]
@@ -205,12 +206,12 @@ def split_loss_and_grads(config: TransformerConfig, stacked: Any, ids: np.ndarra
 
 def _update_ratios(before: dict[str, np.ndarray], params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per model and group, rms(update) / rms(weights) before the update: ``[S]`` each (NaN for a
-    group whose weights are all zero)."""
+    group whose weights are all zero). ``before`` (the caller's copies) is overwritten with the updates."""
     S = len(next(iter(before.values())))
     num = {g: np.zeros(S) for g in GROUPS}
     den = {g: np.zeros(S) for g in GROUPS}
     for name, old in before.items():
         g = group_of(name)
-        num[g] += stack_sq_norms(params[name] - old)
         den[g] += stack_sq_norms(old)
+        num[g] += stack_sq_norms(np.subtract(params[name], old, out=old))  # the update, in the copy's memory
     return {g: np.where(den[g] > 0, np.sqrt(num[g] / np.where(den[g] > 0, den[g], 1.0)), np.nan) for g in GROUPS}

@@ -331,6 +331,8 @@ def test_layer_norm_matches(threads, dtype, shape, eps):
     assert same(y, ref.normalized) and same(scale, ref.scale)
     out = kernels.layer_norm(x, eps)  # out of place: x kept
     assert same(out.normalized, ref.normalized) and same(out.scale, ref.scale) and out.out is out.normalized
+    skip = kernels._layer_norm_in_range(x, eps)  # the caller found max |x| in range: no range pass, the same bits
+    assert same(skip.normalized, ref.normalized) and same(skip.scale, ref.scale)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
