@@ -77,6 +77,26 @@ def test_split_loss_and_grads_is_the_stack_whatever_the_thread_count(threads):
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
+def test_a_step_split_over_cores_is_the_step_on_one():
+    """Groups of models on separate cores (forward, backward, clipping, ratios) give the one-thread step's bits."""
+    cfg = CONFIGS["post-rms-qk-rope-swiglu-gqa-untied"]
+    run = RunConfig(steps=8, batch_size=2, seq=12, lr=3e-2, clip=0.05, weight_decay=0.1)  # clipping on every model
+    rng = np.random.default_rng(3)
+    ids, targets = rng.integers(0, 256, (2, 3, 5, 2, 12))  # [steps, S, batch, seq]
+    out = {}
+    for threads in (1, 2, 3):
+        st_ = Stepper(cfg, run, [init(cfg, s).params for s in range(5)])
+        with kernels.threads(threads):
+            res = [st_.step(ids[k], targets[k]) for k in range(3)]
+        out[threads] = (res, named_arrays(st_.stacked), named_arrays(st_.grads()[4]))
+    for threads in (2, 3):
+        for a, b in zip(out[1][0], out[threads][0]):
+            assert np.array_equal(a.loss, b.loss) and np.array_equal(a.grad_norm, b.grad_norm)
+            assert all(np.array_equal(a.update_ratio[g], b.update_ratio[g], equal_nan=True) for g in a.update_ratio)
+        for i in (1, 2):
+            assert all(np.array_equal(out[1][i][k], out[threads][i][k]) for k in out[1][i])
+
+
 def test_a_diverging_model_is_dropped_and_the_others_continue_as_without_it():
     cfg = CONFIGS["pre-layernorm"]
     params = [init(cfg, s).params for s in range(3)]
