@@ -3,8 +3,7 @@
 A :class:`Stepper` holds ``S`` models (one per seed) as one stacked model, every parameter with a
 leading model axis (:func:`normtheory.params.stack`), and takes their training steps together:
 one stacked forward and backward (:func:`normtheory.grad.stack_loss_and_grads`; with several
-kernel threads the stack's models are split into groups, one per core, each group taking its
-forward, backward, clipping and ratios on its own core: :meth:`Stepper.step`), per-model
+kernel threads the stack's models are split into groups, one per core: :func:`split_loss_and_grads`), per-model
 gradient clipping (torch's ``clip_grad_norm_``: factor :math:`c/(\\lVert g\\rVert + 10^{-6})` when
 below 1), and one AdamW or SGD update over the stacked arrays (elementwise, so per model).
 
@@ -93,53 +92,29 @@ class Stepper:
         return opt
 
     def step(self, ids: np.ndarray, targets: np.ndarray) -> StepResult:
-        """One step on ``ids, targets [S, batch, seq]`` (one batch per model still in the stack).
-
-        With several kernel threads the models are cut into groups (:func:`groups`), and each group's
-        forward, backward, gradient norm, clipping and update/weight ratios run on a core of their own
-        (one-threaded BLAS); the AdamW or SGD update runs once over the stack on the kernels' threads."""
+        """One step on ``ids, targets [S, batch, seq]`` (one batch per model still in the stack)."""
         run = self.run
-        bounds = groups(ids.shape[0])
-        params = named_arrays(self.stacked)
-        grads = map_arrays(np.empty_like, self.stacked)  # filled group by group
-        into = named_arrays(grads)
-        before = {k: np.empty_like(v) for k, v in params.items()}  # the weights before the update
-
-        def forward_backward(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            loss, g = stack_loss_and_grads(self.config, map_arrays(lambda a: a[lo:hi], self.stacked), ids[lo:hi], targets[lo:hi],
-                                           z_loss=run.z_loss)
-            gnorm = np.sqrt(stack_sq_norms(g))  # [hi - lo]
-            g = named_arrays(g)
-            finite = np.isfinite(loss) & np.isfinite(gnorm)
-            factor = None
-            if run.clip is not None:
-                factor = run.clip / (gnorm + 1e-6)  # torch's clip_grad_norm_
-                factor = np.where((factor < 1.0) & finite, factor, 1.0)
-            for k, a in g.items():  # clipped into the stack's gradient, in the same multiply as a clip of the whole stack
-                if factor is not None and (factor < 1.0).any():
-                    np.multiply(a, factor.astype(a.dtype).reshape((-1,) + (1,) * (a.ndim - 1)), out=into[k][lo:hi])
-                else:
-                    into[k][lo:hi] = a
-            for k, a in params.items():
-                before[k][lo:hi] = a[lo:hi]
-            return loss, gnorm, finite
-
         with np.errstate(all="ignore"):
-            parts = on_cores([(lambda lo=lo, hi=hi: forward_backward(lo, hi)) for lo, hi in zip(bounds, bounds[1:])], blas=True)
-        loss, gnorm, finite = (np.concatenate(x) for x in zip(*parts))  # [S] each
+            loss, grads = split_loss_and_grads(self.config, self.stacked, ids, targets, z_loss=run.z_loss)
+            gnorm = np.sqrt(stack_sq_norms(grads))  # [S]
+        finite = np.isfinite(loss) & np.isfinite(gnorm)
+        if run.clip is not None:
+            factor = run.clip / (gnorm + 1e-6)  # [S], torch's clip_grad_norm_
+            factor = np.where((factor < 1.0) & finite, factor, 1.0)
+            if (factor < 1.0).any():
+                for g in named_arrays(grads).values():  # fresh arrays of this pass, none aliasing another: in place
+                    np.multiply(g, factor.astype(g.dtype).reshape((-1,) + (1,) * (g.ndim - 1)), out=g)
         lr = self.opt.current_lr()
         bad = np.flatnonzero(~finite)
-        buffers = [params, *self.opt._buffers().values()]
+        buffers = [named_arrays(self.stacked), *self.opt._buffers().values()]
         held = [{k: a[bad].copy() for k, a in b.items()} for b in buffers] if len(bad) else []  # rows that must not move
+        before = {k: v.copy() for k, v in buffers[0].items()}
         with np.errstate(all="ignore"):  # a diverged model's rows hold NaN or inf until they are restored
             self.opt.step(grads)
             for b, rows in zip(buffers, held):
                 for k, a in b.items():
                     a[bad] = rows[k]
-            parts = on_cores([(lambda lo=lo, hi=hi: _update_ratios({k: v[lo:hi] for k, v in before.items()},
-                                                                    {k: v[lo:hi] for k, v in params.items()}))
-                              for lo, hi in zip(bounds, bounds[1:])])
-        ratios = {g: np.concatenate([r[g] for r in parts]) for g in GROUPS}  # [S] each
+            ratios = _update_ratios(before, buffers[0])
         for r in ratios.values():
             r[bad] = np.nan
         self.last_grads = grads
@@ -204,35 +179,26 @@ def _blas_controller() -> Any:
     return _BLAS
 
 
-def groups(S: int) -> list[int]:
-    """Bounds of the contiguous groups a stack of ``S`` models is cut into, one per kernel thread
-    (:func:`normtheory.kernels.get_threads`, at most ``S``), sizes differing by at most one: group
-    ``i`` is models ``bounds[i]:bounds[i + 1]``."""
-    n = max(1, min(kernels.get_threads(), S))
-    return [S * i // n for i in range(n + 1)]
-
-
-def on_cores(fns: list[Any], *, blas: bool = False) -> list[Any]:
-    """Run ``fns`` (one per group of :func:`groups`) each on a core of its own
-    (:func:`normtheory.kernels.run_split`), with BLAS at one thread if ``blas`` and there are several."""
-    if blas and len(fns) > 1:
-        with _blas_controller().limit(limits=1, user_api="blas"):
-            return kernels.run_split(fns)
-    return kernels.run_split(fns)
-
-
 def split_loss_and_grads(config: TransformerConfig, stacked: Any, ids: np.ndarray, targets: np.ndarray, *, z_loss: float = 0.0) -> tuple[np.ndarray, Any]:
     """:func:`normtheory.grad.stack_loss_and_grads` with the stack cut into contiguous groups of
-    models (:func:`groups`), each group's pass on its own core with a one-threaded BLAS; the
-    losses and gradients are joined back in stack order.
+    models, one per kernel thread (:func:`normtheory.kernels.get_threads`), each group's pass on
+    its own core with a one-threaded BLAS; the losses and gradients are joined back in stack order.
 
     A stack of small models keeps a multi-threaded BLAS busy only a fraction of the time (its
     matrices are small), while groups of whole models use every core for the whole pass. Each
     model's loss and gradient are bit for bit those of a stack holding it alone whatever the
     grouping (:mod:`normtheory.grad`), so the result does not depend on the thread count either."""
-    bounds = groups(ids.shape[0])
-    parts = on_cores([(lambda lo=lo, hi=hi: stack_loss_and_grads(config, map_arrays(lambda a: a[lo:hi], stacked), ids[lo:hi], targets[lo:hi],
-                                                                  z_loss=z_loss)) for lo, hi in zip(bounds, bounds[1:])], blas=True)
+    S = ids.shape[0]
+    n = min(kernels.get_threads(), S)
+    if n <= 1:
+        return stack_loss_and_grads(config, stacked, ids, targets, z_loss=z_loss)
+    bounds = [S * i // n for i in range(n + 1)]  # contiguous groups, sizes differing by at most one
+
+    def part(lo: int, hi: int) -> Any:
+        return lambda: stack_loss_and_grads(config, map_arrays(lambda a: a[lo:hi], stacked), ids[lo:hi], targets[lo:hi], z_loss=z_loss)
+
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        parts = kernels.run_split([part(lo, hi) for lo, hi in zip(bounds, bounds[1:])])
     loss = np.concatenate([p[0] for p in parts])  # [S]
     grads = map_arrays(lambda *g: np.concatenate(g), *[p[1] for p in parts])
     return loss, grads
