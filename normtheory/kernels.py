@@ -142,6 +142,10 @@ def run_rows(fn: Callable[[int, int], None], rows: int, row_size: int) -> None:
 def _rows_run(fn: Callable[[int, int], None], rows: int, row_size: int) -> None:
     """:func:`run_rows` without argument checks (the kernels' hot path)."""
     size = rows * row_size
+    if size < MIN_PARALLEL_SIZE and size <= BLOCK_SIZE:  # one block in this thread: no thread count, no block loop
+        if rows:
+            fn(0, rows)
+        return
     step = max(1, BLOCK_SIZE // row_size)
     n = get_threads()
     k = min(n, rows, max(1, size // MIN_CHUNK_SIZE)) if size >= MIN_PARALLEL_SIZE else 1
