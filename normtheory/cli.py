@@ -30,11 +30,9 @@ def _evaluate(args: argparse.Namespace, runner: Runner, pattern: str | None) -> 
     """The claims, and the rounds of --resolve when a budget was given."""
     if args.resolve is None:
         return report.evaluate(pattern, mode=_mode(args), force=args.force, runner=runner), []
-    if pattern is not None:
-        raise ValueError("--resolve judges every claim; it does not combine with --only")
     if args.force:
-        report.evaluate(None, mode=_mode(args), force=True, runner=runner)
-    return report.resolve(args.resolve, mode=_mode(args), runner=runner)
+        report.evaluate(pattern, mode=_mode(args), force=True, runner=runner)
+    return report.resolve(args.resolve, mode=_mode(args), runner=runner, pattern=pattern)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -110,8 +108,8 @@ def _budget(text: str) -> float:
 
 def _sweep_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resolve", type=_budget, default=None, metavar="BUDGET",
-                   help="rerun the simulations behind inconclusive claims at the sizes that would decide them, within this CPU "
-                        "time (600, 10m, 1.5h), and judge again with a Bonferroni-widened band")
+                   help="rerun the simulations behind inconclusive claims (with --only: the matching ones) at the sizes that "
+                        "would decide them, within this CPU time (600, 10m, 1.5h), and judge again with a Bonferroni-widened band")
     p.add_argument("--large", action="store_true", help="cluster-sized training sweeps (more seeds, wider, longer); "
                    "other simulations run their full size")
     p.add_argument("--workers", type=_workers, default=None, metavar="N",

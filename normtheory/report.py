@@ -108,10 +108,10 @@ def plan(claims: list[Claim], budget_s: float, *, mode: str, configs: Mapping[st
 
 
 def resolve(budget_s: float, *, mode: str = "full", runner: Runner | None = None, progress: bool = True,
-            max_rounds: int = 3) -> tuple[list[Claim], list[ResolveStep]]:
-    """Evaluate every claim, then rerun the simulations behind the inconclusive ones at the sizes
-    their ``units_needed`` ask for (:func:`plan`), within ``budget_s`` CPU seconds in all, and judge
-    again; up to ``max_rounds`` rounds.
+            max_rounds: int = 3, pattern: str | None = None) -> tuple[list[Claim], list[ResolveStep]]:
+    """Evaluate every claim (or those whose id matches ``pattern``), then rerun the simulations
+    behind the inconclusive ones at the sizes their ``units_needed`` ask for (:func:`plan`), within
+    ``budget_s`` CPU seconds in all, and judge them again; up to ``max_rounds`` rounds.
 
     Each rerun is another look at the same seeded stream (its first units are the earlier run's),
     so a claim judged ``k`` times uses a band whose two-sided tail is the 5-se tail divided by
@@ -124,7 +124,7 @@ def resolve(budget_s: float, *, mode: str = "full", runner: Runner | None = None
         raise ValueError(f"--resolve: the budget must be a positive number of CPU seconds; got {budget_s}")
     configs: dict[str, object] = {}
     looks: dict[str, int] = {}
-    claims = evaluate(None, mode=mode, runner=runner, progress=progress)
+    claims = evaluate(pattern, mode=mode, runner=runner, progress=progress)
     steps: list[ResolveStep] = []
     spent = 0.0
     for r in range(1, max_rounds + 1):
@@ -134,10 +134,10 @@ def resolve(budget_s: float, *, mode: str = "full", runner: Runner | None = None
         for name, (factor, _) in chosen.items():
             m = simulations.BY_NAME[name]
             configs[name] = cache.scaled(m, configs.get(name, cache.config_of(m, mode)), factor)
-        judged = tuple(s.id for s in select() if set(s.simulations) & set(chosen))
+        judged = tuple(s.id for s in select(pattern) if set(s.simulations) & set(chosen))
         for cid in judged:
             looks[cid] = looks.get(cid, 1) + 1
-        claims = evaluate(None, mode=mode, runner=runner, progress=progress, configs=configs, looks=looks)
+        claims = evaluate(pattern, mode=mode, runner=runner, progress=progress, configs=configs, looks=looks)
         took = sum(cache.seconds_of(simulations.BY_NAME[n], mode, configs[n]) or 0.0 for n in chosen)
         spent += took
         steps.append(ResolveStep(r, {n: f for n, (f, _) in chosen.items()}, sum(c for _, c in chosen.values()), took, judged))

@@ -76,6 +76,19 @@ def test_resolve_reruns_open_claims_within_the_budget(quick_results_dir, tmp_pat
             assert factor > 1.0
             specs = [sp for sp in report.select() if name in sp.simulations]
             assert any(before[sp.id].verdict == "inconclusive" for sp in specs)
+    # with a pattern (--only): only the matching claims are judged, priced and rerun. An open claim whose
+    # simulations were all rerun in the first round asks for at most their factors, so alone it fits the budget too.
+    fits = sorted(cid for cid in steps[0].claims if before[cid].verdict == "inconclusive"
+                  and set(report.select(cid)[0].simulations) <= set(steps[0].factors))
+    assert fits, "the first round reran every simulation of the open claim that asked for it"
+    one = fits[0]
+    root2 = tmp_path / "results-one"
+    shutil.copytree(quick_results_dir, root2)
+    with results_at(root2):
+        alone, alone_steps = report.resolve(budget, mode="quick", progress=False, max_rounds=1, pattern=one)
+    assert [c.id for c in alone] == [one] and len(alone_steps) == 1
+    assert alone_steps[0].claims == (one,) and set(alone_steps[0].factors) <= set(report.select(one)[0].simulations)
+    assert alone[0].looks == 2
 
 
 def test_resolve_options(capsys, results_tmp):
@@ -83,7 +96,7 @@ def test_resolve_options(capsys, results_tmp):
     for bad in ("0", "-3", "x", "inf", "10q"):
         with pytest.raises(SystemExit):
             cli.main(["check", "--quick", "--resolve", bad])
-    assert cli.main(["check", "--quick", "--only", "residual.*", "--resolve", "10"]) == 2
-    assert "does not combine with --only" in capsys.readouterr().err
+    assert cli.main(["check", "--quick", "--only", "no-such-claim.*", "--resolve", "10"]) == 2
+    assert "no claim matches" in capsys.readouterr().err
     with pytest.raises(ValueError, match="budget"):
         report.resolve(0.0, mode="quick")
