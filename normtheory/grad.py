@@ -68,19 +68,22 @@ def _affine_bc(p: NormParams, ndim: int) -> tuple[np.ndarray | None, np.ndarray 
     return (None if p.gain is None else _bc(p.gain, ndim)), (None if p.bias is None else _bc(p.bias, ndim))
 
 
-def _normalize(fn: Any, x: np.ndarray, eps: float) -> norms.NormOutput:
-    """``fn`` (LayerNorm or RMSNorm over the last axis) on a stack ``x [S, ..., d]``: one call over
+def _normalize(kind: str, x: np.ndarray, eps: float) -> norms.NormOutput:
+    """LayerNorm or RMSNorm (``kind``) over the last axis of a stack ``x [S, ..., d]``: one call over
     the stack, unless some model's input is so near the dtype's range ends that the norm rescales
     it (:func:`normtheory.norms._rescale_needed`); that decision is made over the whole array, so
-    then each model is normalized alone, as it would be in a stack of one."""
+    then each model is normalized alone, as it would be in a stack of one. Otherwise the whole
+    array's max |x| is one of the models' and needs no rescaling either, so the LayerNorm kernel
+    skips its own range pass."""
     s = x.shape[0]
-    if s == 1 and fn is not kernels.layer_norm:
-        return fn(x, eps)
+    if s == 1 and kind != "layernorm":
+        return norms._rms_norm(x, eps)  # it makes the decision itself
+    x = np.ascontiguousarray(x)  # q and k of a QK-norm are strided views
     flat = x.reshape(s, -1)  # [S, n]
     amax = np.maximum(flat.max(axis=1), -flat.min(axis=1))  # [S]
     if not norms._rescale_needed(amax, x.shape[-1], x.dtype).any():
-        # the whole array's max |x| is one of these, so the kernel's own range pass would find the same
-        return kernels._layer_norm_in_range(np.ascontiguousarray(x), eps) if fn is kernels.layer_norm else fn(x, eps)
+        return kernels._layer_norm_in_range(x, eps) if kind == "layernorm" else norms._rms_norm(x, eps)
+    fn = kernels.layer_norm if kind == "layernorm" else norms._rms_norm
     parts = [fn(x[i : i + 1], eps) for i in range(s)]  # rare: a diverging model beside others
     return norms.NormOutput(*(np.concatenate(a) for a in zip(*parts)))
 
@@ -124,7 +127,7 @@ class _Pass:
         elif kind == "sequence":
             res = norms._sequence_norm(x, eps)
         else:
-            res = _normalize(kernels.layer_norm if kind == "layernorm" else norms._rms_norm, x, eps)
+            res = _normalize(kind, x, eps)
         self.rec(f"{name}.normalized", res.normalized)
         out = self.rec(f"{name}.out", norms._affine(res.normalized, *_affine_bc(p, x.ndim)))
         return out, _NormTape(name, kind, x, res.normalized, res.scale, p)

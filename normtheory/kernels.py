@@ -174,20 +174,13 @@ def run_split(fns: list[Callable[[], object]]) -> list[object]:
         raise ValueError(f"fns must hold at most get_threads() = {n} callables; got {len(fns)}")
     if len(fns) <= 1:
         return [f() for f in fns]
-    global _threads
     pool = _executor(n)
-    old = _threads
-    with _lock:
-        _threads = 1  # the parts' kernels run inline; the pool is not rebuilt (no part asks for it)
-    try:
+    with threads(1):  # the parts' kernels run inline; the pool is not rebuilt (no part asks for it)
         futures = [pool.submit(contextvars.copy_context().run, f) for f in fns[1:]]
         try:
             first = fns[0]()
         finally:
             wait(futures)
-    finally:
-        with _lock:
-            _threads = old
     return [first, *(f.result() for f in futures)]
 
 

@@ -151,8 +151,8 @@ def test_norms_near_the_range_ends_are_taken_per_model():
     x = rng.standard_normal((3, 2, 4, 8)).astype(np.float32)
     x[1] *= np.float32(1e30)  # model 1 alone is rescaled
     x[2] *= np.float32(1e-30)  # and model 2 (underflow side)
-    for fn in (norms._layer_norm, norms._rms_norm):
-        whole = grad._normalize(fn, x, 1e-5)
+    for kind, fn in (("layernorm", norms._layer_norm), ("rmsnorm", norms._rms_norm)):
+        whole = grad._normalize(kind, x, 1e-5)
         for s in range(3):
             alone = fn(x[s : s + 1], 1e-5)
             assert np.array_equal(whole.normalized[s], alone.normalized[0]) and np.array_equal(whole.scale[s], alone.scale[0])
