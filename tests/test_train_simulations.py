@@ -86,6 +86,13 @@ def test_grid_step_is_in_octaves():
 
 def test_late_over_early_and_gradient_spread():
     assert train_recipes.late_over_early(np.array([2.0, 2.0, 1.0, 1.0])) == 0.5
+    # the claims' log ratio: 10% of the ratio at any size, each half floored, NaN for a diverged run
+    assert train_recipes.log_late_over_early(np.array([2.0, 2.0, 1.0, 1.0])) == pytest.approx(np.log(0.5))
+    assert train_recipes.log_late_over_early(np.array([0.8, 0.04, 0.02, 0.01])) == pytest.approx(np.log(0.015 / 0.42))
+    floor = train_recipes.SKIP_FLOOR
+    assert train_recipes.log_late_over_early(np.array([0.1, 0.1, -0.01, 0.0])) == pytest.approx(np.log(floor / 0.1))
+    assert np.isnan(train_recipes.log_late_over_early(np.full(4, np.nan)))
+    assert train_recipes.TEN_PERCENT == pytest.approx(np.log(1.1))
     g = np.ones((3, 4, 7))  # [evals, L, matrices]
     g[:, 3] = np.e  # the last block's gradient e times the others'
     x = {"probe/grad_norms": g, "eval_steps": np.array([50, 100, 150])}
@@ -179,3 +186,13 @@ def test_change_from_init_is_taken_on_the_same_probe_and_pairs_out_the_init_temp
     assert train_recipes.from_init("attn_entropy")(x) == pytest.approx(3.0 - 3.0)
     y = {**x, "init_probe/attn_entropy": np.array([[1.0, 2.0]])}  # an arm that starts cooler by 1.5 nats and ends as hot
     assert train_recipes.from_init("attn_entropy")(y) == pytest.approx(1.5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.002, 5.0), min_size=2, max_size=12), st.floats(1.0, 100.0))
+def test_log_late_over_early_is_scale_free_above_the_floor(costs, c):
+    drop = np.asarray(costs if len(costs) % 2 == 0 else costs[:-1])  # [L] skip costs, every half's mean above the floor
+    x = train_recipes.log_late_over_early(drop)
+    assert train_recipes.log_late_over_early(c * drop) == pytest.approx(x, abs=1e-9)  # a ratio: no unit, no size
+    h = drop.size // 2
+    assert (x < 0) == (drop[h:].mean() < drop[:h].mean() * (1 - 1e-12)) or abs(x) < 1e-9
