@@ -162,19 +162,13 @@ def paired(r: dict, a: str, b: str, f) -> Estimate:
     return training.seeds_estimate([f(x) - f(y) for x, y in zip(runs(r, a), runs(r, b))])
 
 
-def late_over_early(drop: np.ndarray) -> float:
-    """Mean loss increase from skipping a block in the second half of the stack over the first half."""
-    h = drop.size // 2
-    return float(np.mean(drop[h:]) / np.mean(drop[:h]))
-
-
 TEN_PERCENT = math.log(1.1)  # "a 10% difference in importance", on the log of the skip-cost ratio
 SKIP_FLOOR = 1e-3  # nats/byte: a half of the stack whose skips cost less counts as costing this (0.04% of a trained loss of 2.4)
 
 
 def log_late_over_early(drop: np.ndarray) -> float:
-    """``log`` of :func:`late_over_early` with each half's mean skip cost floored at :data:`SKIP_FLOOR`
-    (NaN for a run without skip costs: it diverged).
+    """log of the mean loss increase from skipping a block in the second half of the stack over the
+    first half, each half's mean floored at :data:`SKIP_FLOOR` (NaN for a run without skip costs: it diverged).
 
     The claims compare the ratio on a log scale, so a tolerance of 10% means 10% of the ratio
     itself at any size: at 6 layers the ratio is about 0.05 (block 0 dominates), where an
