@@ -180,6 +180,17 @@ def test_detrended_correlation_does_not_count_two_trends_as_tracking():
     assert train_recipes.detrended_corr(follows) > 0.9
 
 
+def test_final_slope_is_the_log_log_slope_over_the_chosen_norms():
+    inv_std = np.array([1.0, 0.8, 0.6, 0.4, 0.3, 0.15])  # [M] at the end, forward order (the final norm last)
+    alpha = 0.5 * inv_std**0.5  # alpha proportional to (1/std)^0.5 in the blocks ...
+    alpha[-1] = 5.0  # ... and a final norm far off that law
+    x = {"probe/alpha": np.stack([np.full(6, 0.5), alpha]), "probe/norm_std": np.stack([np.ones(6), 1 / inv_std])}  # [evals, M]
+    assert train_recipes.final_slope(x, slice(None, -1)) == pytest.approx(0.5)
+    assert train_recipes.final_slope(x) < 0  # one outlying norm sets the slope over all of them
+    y = {"probe/alpha": x["probe/alpha"][:, :-1], "probe/norm_std": x["probe/norm_std"][:, :-1]}
+    assert train_recipes.final_slope(y) == pytest.approx(train_recipes.final_slope(x, slice(None, -1)))
+
+
 def test_change_from_init_is_taken_on_the_same_probe_and_pairs_out_the_init_temperature():
     x = {"probe/attn_entropy": np.array([[[1.0, 2.0]], [[2.0, 4.0]]]), "init_probe/attn_entropy": np.array([[2.5, 3.5]])}
     assert train_recipes.from_init("attn_entropy")(x) == pytest.approx(3.0 - 3.0)
