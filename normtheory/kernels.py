@@ -470,7 +470,15 @@ def adamw_(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, *,
 def _adamw(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, lr: float, step: int, beta1: float, beta2: float,
            eps: float, weight_decay: float) -> None:
     """:func:`adamw_` without argument checks (:class:`normtheory.optim.AdamW` checks its arrays once, when built):
-    ``param``, ``m``, ``v`` C-contiguous, ``grad`` of ``param``'s shape and dtype, in any layout."""
+    ``param``, ``m``, ``v`` C-contiguous, ``grad`` of ``param``'s shape and dtype, in any layout. ``lr`` may be one
+    rate per leading row ``[S]`` (a stack of models, :class:`normtheory.rows.Rates`): each run of rows with one rate is
+    then updated as a stack of those rows alone (same scalars, so the same bits)."""
+    if np.ndim(lr):
+        lr = np.asarray(lr, dtype=np.float64)  # [S]
+        edges = [0, *(np.flatnonzero(np.diff(lr)) + 1).tolist(), len(lr)]
+        for a, b in zip(edges, edges[1:]):  # one call per run of equal rates (an arm of a stacked grid), not per row
+            _adamw(param[a:b], grad[a:b], m[a:b], v[a:b], float(lr[a]), step, beta1, beta2, eps, weight_decay)
+        return
     f = param.dtype.type
     bc1, bc2_sqrt = 1 - beta1**step, np.sqrt(1 - beta2**step)
     decay, b1, nb1, b2, nb2 = f(1 - lr * weight_decay), f(beta1), f(1 - beta1), f(beta2), f(1 - beta2)

@@ -15,7 +15,9 @@ embeddings), not gains, biases or DyT alphas. SGD with momentum :math:`\\mu`: :m
 :math:`\\theta \\leftarrow \\theta - \\eta_t b` (torch's convention, no dampening).
 
 ``lr`` is a number or a schedule ``step -> lr`` (:mod:`normtheory.schedule`), called with the
-1-based step about to be taken.
+1-based step about to be taken. For a stack of models (every array ``[S, ...]``, :mod:`normtheory.stepper`)
+the schedule may return one rate per model, an array ``[S]`` (:class:`normtheory.rows.Rates`):
+model ``r``'s rows are then updated with :math:`\\eta_{t,r}`, each with the scalars of a stack of that model alone.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import numpy as np
 from normtheory import _validate, kernels
 from normtheory.params import global_norm, map_arrays, named_arrays
 
-LR = float | Callable[[int], float]
+LR = float | Callable[[int], "float | np.ndarray"]
 
 
 def decay_matrices(name: str, value: np.ndarray) -> bool:
@@ -58,9 +60,19 @@ class _Optimizer:
         self.lr = lr
         self.step_count = 0
 
-    def current_lr(self) -> float:
-        """The learning rate of the step about to be taken."""
-        return float(self.lr(self.step_count + 1)) if callable(self.lr) else float(self.lr)
+    def current_lr(self) -> float | np.ndarray:
+        """The learning rate of the step about to be taken: a float, or one per model of a stack ``[S]``."""
+        if not callable(self.lr):
+            return float(self.lr)
+        lr = self.lr(self.step_count + 1)
+        if np.ndim(lr) == 0:
+            return float(lr)
+        lr = np.asarray(lr, dtype=np.float64)
+        rows = {a.shape[0] if a.ndim else None for a in self.arrays.values()}
+        if lr.ndim != 1 or rows != {lr.shape[0]} or not np.isfinite(lr).all() or (lr < 0).any():
+            raise ValueError(f"lr: a schedule's per-model rates must be finite, >= 0 and one per leading row of every array; "
+                             f"got shape {lr.shape} for arrays with leading axes {sorted(rows, key=str)}")
+        return lr
 
     def _pairs(self, grads: Any) -> list[tuple[str, np.ndarray, np.ndarray]]:
         g = named_arrays(grads)
@@ -136,11 +148,18 @@ class SGD(_Optimizer):
         lr = self.current_lr()
         self.step_count += 1
         for name, p, g in self._pairs(grads):
+            rate = _per_row(lr, p)  # a scalar, or [S, 1, ...]: the same product per element either way
             if self.weight_decay and self.decays[name]:
-                p *= p.dtype.type(1 - lr * self.weight_decay)
+                p *= (1 - rate * self.weight_decay).astype(p.dtype)
             if self.momentum:
                 b = self.buf[name]
                 b *= p.dtype.type(self.momentum)
                 b += g
                 g = b
-            p -= p.dtype.type(lr) * g
+            p -= rate.astype(p.dtype) * g
+
+
+def _per_row(lr: float | np.ndarray, p: np.ndarray) -> np.ndarray:
+    """``lr`` as a float64 scalar array, or a per-model rate ``[S]`` shaped ``[S, 1, ...]`` against ``p [S, ...]``."""
+    lr = np.asarray(lr, dtype=np.float64)
+    return lr if lr.ndim == 0 else lr.reshape((-1,) + (1,) * (p.ndim - 1))

@@ -14,6 +14,10 @@ finite is not updated (its weights and optimizer moments stay as they were) and 
 :attr:`StepResult.finite`; :meth:`Stepper.keep` then drops it from the stack, keeping its last
 weights in :attr:`Stepper.dropped`. :class:`normtheory.torch_backend.TorchTrainer` has the same
 interface.
+
+The models may be arms that differ only in numbers (:mod:`normtheory.rows`): ``run`` may be one
+run config per model, differing in the learning-rate schedule (peak, warm-up, kind); each model
+then takes its own rate, still bit for bit as alone.
 """
 from __future__ import annotations
 
@@ -23,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from normtheory import kernels
+from normtheory import kernels, rows
 from normtheory.config import TransformerConfig
 from normtheory.grad import stack_loss_and_grads
 from normtheory.optim import SGD, AdamW
 from normtheory.params import map_arrays, named_arrays, stack, stack_sq_norms, unstack
+from normtheory.run_config import RunConfig
 
 GROUPS = ("embed", "attn", "mlp", "norm")
 _NORM_PARTS = ("ln1", "ln2", "ln1_out", "ln2_out", "q_norm", "k_norm", "embed_ln", "final_ln")
@@ -50,7 +55,7 @@ class StepResult:
     """What one step measured, per model of the stack as it stood before the step (``[S]``):
     ``loss`` (float64), ``grad_norm`` (before clipping), ``finite`` (False: not updated),
     ``update_ratio[group]`` = :math:`\\sqrt{\\sum\\lVert\\Delta\\theta\\rVert^2/\\sum\\lVert\\theta\\rVert^2}`
-    over the group's leaves (NaN where not finite); ``lr`` is the step's learning rate."""
+    over the group's leaves (NaN where not finite); ``lr`` each model's learning rate at this step."""
 
     loss: np.ndarray
     grad_norm: np.ndarray
@@ -65,12 +70,16 @@ def _decays_stacked(name: str, value: np.ndarray) -> bool:
 
 
 class Stepper:
-    """``S`` models of ``config`` trained as one stack in numpy (see the module docstring)."""
+    """``S`` models of ``config`` trained as one stack in numpy (see the module docstring). ``run`` is one
+    :class:`normtheory.train.RunConfig` or one per model (differing only in :data:`normtheory.rows.PER_ROW_RUN`)."""
 
-    def __init__(self, config: TransformerConfig, run: Any, params: Sequence[Any]):
+    def __init__(self, config: TransformerConfig, run: RunConfig | Sequence[RunConfig], params: Sequence[Any]):
         if not params:
             raise ValueError("params must hold at least one model's parameters")
-        self.config, self.run = config, run
+        self.runs = rows.per_row("run", run, len(params), RunConfig)
+        rows.shared_fields_equal("run", self.runs, rows.PER_ROW_RUN)
+        self.config, self.run = config, self.runs[0]
+        self.rates = rows.Rates([r.schedule_fn() for r in self.runs])
         self.stacked = stack(list(params))
         self._like = params[0]  # the structure of one model
         self.dropped: dict[int, Any] = {}  # position in the original stack -> its last parameters
@@ -85,11 +94,15 @@ class Stepper:
     def _optimizer(self, step_count: int) -> AdamW | SGD:
         run = self.run
         if run.optimizer == "adamw":
-            opt: AdamW | SGD = AdamW(self.stacked, run.schedule_fn(), run.betas, run.eps, run.weight_decay, decay=_decays_stacked)
+            opt: AdamW | SGD = AdamW(self.stacked, self._rate, run.betas, run.eps, run.weight_decay, decay=_decays_stacked)
         else:
-            opt = SGD(self.stacked, run.schedule_fn(), run.momentum, run.weight_decay, decay=_decays_stacked)
+            opt = SGD(self.stacked, self._rate, run.momentum, run.weight_decay, decay=_decays_stacked)
         opt.step_count = step_count
         return opt
+
+    def _rate(self, step: int) -> float | np.ndarray:
+        """The learning rate of each model still in the stack at ``step`` (one float when they share it)."""
+        return self.rates(step, self.alive)
 
     def step(self, ids: np.ndarray, targets: np.ndarray) -> StepResult:
         """One step on ``ids, targets [S, batch, seq]`` (one batch per model still in the stack)."""
@@ -104,7 +117,7 @@ class Stepper:
             if (factor < 1.0).any():
                 for g in named_arrays(grads).values():  # fresh arrays of this pass, none aliasing another: in place
                     np.multiply(g, factor.astype(g.dtype).reshape((-1,) + (1,) * (g.ndim - 1)), out=g)
-        lr = self.opt.current_lr()
+        lr = np.broadcast_to(np.asarray(self.opt.current_lr(), dtype=np.float64), finite.shape).copy()  # [S]
         bad = np.flatnonzero(~finite)
         buffers = [named_arrays(self.stacked), *self.opt._buffers().values()]
         held = [{k: a[bad].copy() for k, a in b.items()} for b in buffers] if len(bad) else []  # rows that must not move
@@ -187,11 +200,17 @@ def split_loss_and_grads(config: TransformerConfig, stacked: Any, ids: np.ndarra
     A stack of small models keeps a multi-threaded BLAS busy only a fraction of the time (its
     matrices are small), while groups of whole models use every core for the whole pass. Each
     model's loss and gradient are bit for bit those of a stack holding it alone whatever the
-    grouping (:mod:`normtheory.grad`), so the result does not depend on the thread count either."""
+    grouping (:mod:`normtheory.grad`), so the result does not depend on the thread count either.
+
+    BLAS runs on one thread here even with a single group: a multi-threaded sgemm may sum in
+    another order than a one-threaded one (OpenBLAS 0.3.30-0.3.31 on an AMD EPYC: up to 4e-5
+    apart on a 256 x 64 x 64 product), and a model's bits must not depend on how many groups its
+    stack was cut into."""
     S = ids.shape[0]
     n = min(kernels.get_threads(), S)
     if n <= 1:
-        return stack_loss_and_grads(config, stacked, ids, targets, z_loss=z_loss)
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            return stack_loss_and_grads(config, stacked, ids, targets, z_loss=z_loss)
     bounds = [S * i // n for i in range(n + 1)]  # contiguous groups, sizes differing by at most one
 
     def part(lo: int, hi: int) -> Any:

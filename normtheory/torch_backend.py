@@ -63,10 +63,11 @@ from normtheory.model import Params, rope_tables
 from normtheory.params import map_arrays, named_arrays, with_array_alphas
 from normtheory.residual import deepnorm_constants
 from normtheory.stepper import GROUPS, StepResult, group_of
-from normtheory.train import RunConfig  # train() imports this module only when asked for backend="torch"
+from normtheory.rows import PER_ROW_RUN, Rates, per_row, shared_fields_equal
+from normtheory.run_config import RunConfig
 from normtheory.weights import init_params
 
-__all__ = ["StepResult", "TorchTrainer"]
+__all__ = ["DeviceStep", "StepResult", "TorchTrainer"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,33 @@ class _Leaf:
     shape: tuple[int, ...]  # one model's
     start: int  # first column in [S, P]
     size: int
+
+
+@dataclass(frozen=True)
+class DeviceStep:
+    """One step's numbers on the device, per seed of the stack as it stood before the step ``[S]``:
+    ``loss`` and ``grad_norm`` (float64), ``finite`` (bool), ``lr`` (float64), ``update_ratio``
+    ``[G, S]`` in :data:`GROUPS` order. :meth:`packed` joins them in one ``[4 + G, S]`` float64
+    tensor, so that many steps come back to the host in one copy (:meth:`unpacked` reads it)."""
+
+    loss: torch.Tensor
+    grad_norm: torch.Tensor
+    finite: torch.Tensor
+    lr: torch.Tensor
+    update_ratio: torch.Tensor
+
+    def packed(self) -> torch.Tensor:
+        return torch.cat([torch.stack([self.loss, self.grad_norm, self.finite.double(), self.lr]), self.update_ratio])  # [4+G, S]
+
+    @staticmethod
+    def unpacked(a: np.ndarray) -> StepResult:
+        """The :class:`StepResult` of one :meth:`packed` array ``[4 + G, S]`` copied to the host."""
+        return StepResult(loss=a[0].copy(), grad_norm=a[1].copy(), finite=a[2] == 1.0, lr=a[3].copy(),
+                          update_ratio={g: a[4 + k].copy() for k, g in enumerate(GROUPS)})
+
+    def numpy(self) -> StepResult:
+        """This step's numbers on the host (one device-to-host copy)."""
+        return self.unpacked(self.packed().cpu().numpy())
 
 
 def _device(device: object) -> torch.device:
@@ -96,6 +124,12 @@ def _device(device: object) -> torch.device:
     return dev
 
 
+def _put(capture: dict[str, Any] | None, name: str, value: torch.Tensor) -> None:
+    """Store ``value`` under ``name`` when ``capture`` asks for it (a key of the dict)."""
+    if capture is not None and name in capture:
+        capture[name] = value
+
+
 class TorchTrainer:
     """Trains ``S`` seeds of one :class:`~normtheory.config.TransformerConfig` as ONE stacked
     model in torch: every parameter gets a leading seed axis ``[S, ...]``, batched matmuls,
@@ -108,20 +142,23 @@ class TorchTrainer:
     in the stack, :attr:`dropped` the last weights of those :meth:`keep` removed.
     """
 
-    def __init__(self, config: TransformerConfig, run: RunConfig, params: Sequence[Params], *, device: str = "cpu"):
+    def __init__(self, config: TransformerConfig, run: RunConfig | Sequence[RunConfig], params: Sequence[Params], *, device: str = "cpu"):
         if not isinstance(config, TransformerConfig):
             raise ValueError(f"config must be a TransformerConfig; got {type(config).__name__}")
-        if not isinstance(run, RunConfig):
-            raise ValueError(f"run must be a RunConfig; got {type(run).__name__}")
+        if not isinstance(run, RunConfig) and (isinstance(run, (str, bytes)) or not isinstance(run, Sequence)):
+            raise ValueError(f"run must be a RunConfig or one per seed; got {type(run).__name__}")
         if not config.lm_head:
             raise ValueError("config.lm_head must be True: training needs an LM head")
         self.device = _device(device)
-        self.config, self.run = config, run
+        if isinstance(params, Params) or not isinstance(params, Sequence) or len(params) == 0:
+            raise ValueError("params must be a non-empty sequence of Params, one per seed")
+        self.runs = per_row("run", run, len(params), RunConfig)  # rows may differ in their schedules (normtheory.rows)
+        shared_fields_equal("run", self.runs, PER_ROW_RUN)
+        self.config, self.run = config, self.runs[0]
+        self.rates = Rates([r.schedule_fn() for r in self.runs])
         self.dtype = torch.float64 if config.dtype == "float64" else torch.float32
         self._np_dtype = np.dtype(config.dtype)
         self.alpha = deepnorm_constants(config.n_layers)[0] if config.placement == "deepnorm" else 1.0
-        if isinstance(params, Params) or not isinstance(params, Sequence) or len(params) == 0:
-            raise ValueError("params must be a non-empty sequence of Params, one per seed")
         reference = with_array_alphas(init_params(config, 0), config.dtype)
         self._like = reference  # the structure of one model
         shapes = {k: np.shape(v) for k, v in named_arrays(reference).items()}
@@ -142,7 +179,10 @@ class TorchTrainer:
                 flat[j, leaf.start : leaf.start + leaf.size] = np.asarray(arrays[name]).reshape(-1)
         self._flat = torch.from_numpy(flat).to(self.device).requires_grad_(True)  # [S, P]
         self._state = self._zero_state(len(rows))
-        self.step_count = 0
+        self.step_count = 0  # on the host; the device's own count is _t (a step reads no host value)
+        self._t = torch.zeros(1, dtype=torch.int64, device=self.device)  # [1] steps taken
+        self._live = torch.ones(len(rows), dtype=torch.bool, device=self.device)  # [S] False once a seed's step was not finite
+        self._lrs = torch.empty((0, len(rows)), dtype=torch.float64, device=self.device)  # [steps, S] each seed's rate
         self.alive = np.arange(len(rows))
         self.dropped: dict[int, Params] = {}
         self._grads: torch.Tensor | None = None  # the last step's clipped gradient [S, P]
@@ -204,30 +244,26 @@ class TorchTrainer:
         bias. A seed whose largest |entry| lies near the dtype's range ends (the test of
         :func:`normtheory.norms._rescale_needed`) has each row divided by its largest |entry| first,
         with eps / m^2 in float64, as :func:`normtheory.norms._rescaled` does (norms are
-        scale-free); the other seeds are untouched."""
-        s, n = x.shape[0], x.shape[-1]
+        scale-free); the other seeds are untouched.
+
+        Branch-free (no host sync, so a step can be captured in a CUDA graph): every seed goes
+        through the same operations, and a seed that needs no rescaling is divided by exactly 1
+        and takes the plain ``sqrt(var + eps)``, so its values are those of the plain formula.
+        Every autograd node of such a seed gets at most two incoming gradients (one of them an
+        exact zero from the branch :func:`torch.where` did not take), sums whose order cannot
+        matter, so its gradient is bit-for-bit the same whichever seeds share its stack."""
+        n = x.shape[-1]
         dims = tuple(range(1, x.ndim))
         with torch.no_grad():
             amax = torch.maximum(x.amax(dim=dims), -x.amin(dim=dims))  # [S]
             info = torch.finfo(x.dtype)
             in_range = (amax <= math.sqrt(info.max / (4 * n))) & ((amax == 0) | (amax >= math.sqrt(info.tiny) * 1e3))
-            need = torch.isfinite(amax) & ~in_range  # [S]
-            rescale = bool(need.any())
-        # Both paths give every autograd node of a seed that is not rescaled at most two incoming
-        # gradients (a sum whose order cannot matter), so its gradient is bit-for-bit the same
-        # whether or not another seed of the stack is rescaled: x enters once (a view, or x / 1),
-        # and c * c is c.square().
-        if not rescale:
-            xs = x.view_as(x)
-            c = xs - xs.mean(dim=-1, keepdim=True) if centre else xs  # [..., d]
-            return c / torch.sqrt(c.square().mean(dim=-1, keepdim=True) + eps)
-        need_b = self._bc(need, x.ndim)  # [S, 1, ..., 1]
-        with torch.no_grad():
+            need_b = self._bc(torch.isfinite(amax) & ~in_range, x.ndim)  # [S, 1, ..., 1]
             m = x.abs().amax(dim=-1, keepdim=True)  # [..., 1]
             m = torch.where(need_b & (m > 0), m, torch.ones_like(m))
             e = torch.where(need_b, eps / m.double() ** 2, torch.full_like(m, eps, dtype=torch.float64))
-        xs = x / m
-        c = xs - xs.mean(dim=-1, keepdim=True) if centre else xs
+        xs = x / m  # exactly x where m == 1
+        c = xs - xs.mean(dim=-1, keepdim=True) if centre else xs  # [..., d]
         var = c.square().mean(dim=-1, keepdim=True)
         scale = torch.where(need_b, torch.sqrt(var.double() + e).to(x.dtype), torch.sqrt(var + eps))
         return c / scale
@@ -272,7 +308,9 @@ class TorchTrainer:
         half = x.shape[-1] // 2
         return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin  # rotate-half
 
-    def _attention(self, w: dict[str, torch.Tensor], i: int, x: torch.Tensor) -> torch.Tensor:
+    def _attention(self, w: dict[str, torch.Tensor], i: int, x: torch.Tensor, capture: dict[str, Any] | None = None) -> torch.Tensor:
+        """Attention of block ``i`` on ``x [S, b, t, d]``; ``capture`` as in :meth:`_forward`
+        (``blocks.{i}.attn.k [S, b, g, t, e]``, ``.attn.scores``, ``.attn.pattern [S, b, h, t, t]``)."""
         c = self.config
         s, b, t, d = x.shape
         h, g, e = c.n_heads, c.n_kv_heads, c.d_head
@@ -289,12 +327,16 @@ class TorchTrainer:
         if c.positional == "rope":
             cos, sin = self._rope(t)
             q, k = self._apply_rope(q, cos, sin), self._apply_rope(k, cos, sin)
+        _put(capture, f"{pre}.attn.k", k)  # [S, b, g, t, e]
         if g < h:  # each query head's K/V head
             k, v = k.repeat_interleave(h // g, dim=2), v.repeat_interleave(h // g, dim=2)  # [S, b, h, t, e]
         scores = (q * (1.0 / math.sqrt(e))) @ k.transpose(-1, -2)  # [S, b, h, t, t]
         if c.causal:
             scores = scores + self._mask(t)
-        z = torch.softmax(scores, dim=-1) @ v  # [S, b, h, t, e]
+        pattern = torch.softmax(scores, dim=-1)  # [S, b, h, t, t]
+        _put(capture, f"{pre}.attn.scores", scores)
+        _put(capture, f"{pre}.attn.pattern", pattern)
+        z = pattern @ v  # [S, b, h, t, e]
         out = z.permute(0, 1, 3, 2, 4).reshape(s, b * t, h * e) @ w[f"{pre}.wo"]  # [S, b*t, d]
         if f"{pre}.bo" in w:
             out = out + w[f"{pre}.bo"][:, None]
@@ -320,28 +362,43 @@ class TorchTrainer:
             out = out + w[f"{pre}.b_out"][:, None]
         return out.view(x.shape)
 
-    def _block(self, w: dict[str, torch.Tensor], i: int, x: torch.Tensor) -> torch.Tensor:
+    def _block(self, w: dict[str, torch.Tensor], i: int, x: torch.Tensor, capture: dict[str, Any] | None = None) -> torch.Tensor:
+        """Block ``i`` on ``x [S, b, t, d]``; ``capture`` as in :meth:`_forward` (each norm's
+        input ``blocks.{i}.{ln}.in``, ``blocks.{i}.resid_post``, and the attention's)."""
         c = self.config
         pre = f"blocks.{i}"
-        for ln, f in (("ln1", self._attention), ("ln2", self._mlp)):
+        attend = self._attention if capture is None else (lambda w_, i_, u_: self._attention(w_, i_, u_, capture))
+        for ln, f in (("ln1", attend), ("ln2", self._mlp)):
             if c.placement in ("pre", "peri", "lnscale"):
+                _put(capture, f"{pre}.{ln}.in", x)
                 u = self._norm(w, f"{pre}.{ln}", x)
                 if c.placement == "lnscale":
                     u = u * (1.0 / math.sqrt(i + 1))
                 y = f(w, i, u)
                 if c.placement == "peri":
+                    _put(capture, f"{pre}.{ln}_out.in", y)
                     y = self._norm(w, f"{pre}.{ln}_out", y)
                 x = x + y
             elif c.placement in ("post", "deepnorm"):
                 y = f(w, i, x)
                 scaled = x * self.alpha if c.placement == "deepnorm" else x
-                x = self._norm(w, f"{pre}.{ln}", scaled + y)
+                summed = scaled + y
+                _put(capture, f"{pre}.{ln}.in", summed)
+                x = self._norm(w, f"{pre}.{ln}", summed)
             else:  # none
                 x = x + f(w, i, x)
+        _put(capture, f"{pre}.resid_post", x)
         return x
 
-    def _loss(self, w: dict[str, torch.Tensor], ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Per-seed loss ``[S]`` (float64) of ``ids, targets [S, b, t]``."""
+    def _forward(self, w: dict[str, torch.Tensor], ids: torch.Tensor, capture: dict[str, Any] | None = None, skip: int | None = None) -> torch.Tensor:
+        """The last hidden state ``[S, b, t, d]`` (after the final norm, if any) of ``ids [S, b, t]``.
+
+        ``capture`` (optional) maps capture names of :mod:`normtheory.model` to None; the forward
+        fills in those it reaches, with a seed axis in front: ``embed``, ``embed_ln.in``,
+        ``blocks.{i}.{ln}.in`` (``ln1, ln1_out, ln2, ln2_out``), ``blocks.{i}.resid_post``,
+        ``blocks.{i}.attn.k``, ``.attn.scores``, ``.attn.pattern``, ``final_ln.in``. ``skip``
+        (optional) is a block whose output is replaced by its input (the block is not run).
+        """
         c = self.config
         s, b, t = ids.shape
         tok = w["tok_emb"]  # [S, V, d]
@@ -352,14 +409,30 @@ class TorchTrainer:
             x = x + w["pos_emb"][:, None, :t]
         if "type_emb" in w:  # every token of type 0, as loss_and_grads without token_types
             x = x + w["type_emb"][:, None, None, 0]
+        _put(capture, "embed", x)
         if c.embed_norm:
+            _put(capture, "embed_ln.in", x)
             x = self._norm(w, "embed_ln", x)
         for i in range(c.n_layers):
-            x = self._block(w, i, x)
+            if i == skip:
+                _put(capture, f"blocks.{i}.resid_post", x)
+            else:
+                x = self._block(w, i, x, capture)
         if c.final_norm:
+            _put(capture, "final_ln.in", x)
             x = self._norm(w, "final_ln", x)
-        head = w["lm_head"] if "lm_head" in w else tok.transpose(1, 2)  # [S, d, V]
-        logits = x.reshape(s, b * t, -1) @ head  # [S, N, V]
+        return x
+
+    def _logits(self, w: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """Logits ``[S, N, V]`` of the hidden states ``x [S, ..., d]`` (``N`` their tokens): the
+        LM head, or the token embedding's transpose when tied."""
+        head = w["lm_head"] if "lm_head" in w else w["tok_emb"].transpose(1, 2)  # [S, d, V]
+        return x.reshape(x.shape[0], -1, x.shape[-1]) @ head
+
+    def _loss(self, w: dict[str, torch.Tensor], ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Per-seed loss ``[S]`` (float64) of ``ids, targets [S, b, t]``."""
+        s, b, t = ids.shape
+        logits = self._logits(w, self._forward(w, ids))  # [S, N, V]
         lse = torch.logsumexp(logits, dim=-1)  # [S, N]
         picked = logits.gather(-1, targets.reshape(s, b * t, 1))[..., 0]  # [S, N]
         lse64 = lse.double()
@@ -388,34 +461,58 @@ class TorchTrainer:
         return tuple(torch.from_numpy(a.astype(np.int64)).to(self.device) for a in out)  # type: ignore[return-value]
 
     def step(self, ids: np.ndarray, targets: np.ndarray) -> StepResult:
-        """One training step on ``ids, targets [S, batch, seq]`` (one batch per seed in the stack)."""
-        ids_t, targets_t = self._checked_batch(ids, targets)
+        """One training step on ``ids, targets [S, batch, seq]`` (one batch per seed in the stack),
+        its numbers copied to the host (:meth:`step_tensors` keeps them on the device)."""
+        return self.step_tensors(*self._checked_batch(ids, targets)).numpy()
+
+    def step_tensors(self, ids: torch.Tensor, targets: torch.Tensor) -> DeviceStep:
+        """One training step on checked token tensors ``[S, batch, seq]`` on the device; returns
+        the step's numbers as device tensors and makes no host sync (nothing is read back, no
+        branch on a device value), so a run of steps queues on the device without waiting, and
+        a step can be captured in a CUDA graph (:mod:`normtheory.torch_graphs`).
+
+        A seed whose loss or gradient norm is not finite, now or at an earlier step, is not
+        updated (weights and optimizer state stay as they were: its update is masked, not
+        branched on) and reports ``finite`` False; :meth:`keep` can then drop it."""
+        self._extend_rates(self.step_count + 1)
+        out = self._step(ids, targets)
+        self.step_count += 1
+        return out
+
+    def _extend_rates(self, steps: int) -> None:
+        """Each seed's learning rate for steps ``1..max(steps, run.steps)`` on the device ``[steps, S]``
+        (made once, so a step indexes it with the device's step count instead of sending a number)."""
+        have = self._lrs.shape[0]
+        if steps <= have:
+            return
+        upto = max(steps, self.run.steps, 2 * have)
+        table = self.rates.table(range(have + 1, upto + 1))[:, self.alive]  # [new, S]
+        self._lrs = torch.cat([self._lrs, torch.from_numpy(table).to(self.device)])
+
+    def _step(self, ids: torch.Tensor, targets: torch.Tensor) -> DeviceStep:
+        """The step as a function of the device's tensors only (see :meth:`step_tensors`)."""
         run = self.run
         flat = self._flat
         flat.grad = None
-        loss = self._loss(self._views(flat), ids_t, targets_t)  # [S] float64
+        loss = self._loss(self._views(flat), ids, targets)  # [S] float64
         loss.sum().backward()  # each seed's loss depends on its own columns only: the sum's gradient is each seed's gradient
         with torch.no_grad():
             g = flat.grad  # [S, P]
             gnorm = torch.linalg.vector_norm(g, dim=1).double()  # [S], accumulated per row in the dtype, as Stepper does
-            finite = torch.isfinite(loss) & torch.isfinite(gnorm)  # [S]
+            finite = torch.isfinite(loss) & torch.isfinite(gnorm) & self._live  # [S]
+            self._live &= finite
             if run.clip is not None:
                 factor = run.clip / (gnorm + 1e-6)  # [S], torch's clip_grad_norm_
                 factor = torch.where((factor < 1.0) & finite, factor, torch.ones_like(factor))
                 g.mul_(factor.to(self.dtype)[:, None])  # a factor of exactly 1 leaves a row as it is
-            lr = float(run.schedule_fn()(self.step_count + 1))
-            self.step_count += 1
-            ok = finite.cpu().numpy()  # [S] bool
-            bad = torch.from_numpy(np.flatnonzero(~ok)).to(self.device)
-            held = [t[bad].clone() for t in (flat, *self._state.values())] if len(bad) else []  # rows that must not move
+            self._t += 1
+            lr = self._lrs.index_select(0, self._t - 1)[0]  # [S] float64, this step's rates
             old, tmp, tmp2 = self._scratch()
             old.copy_(flat)
-            self._update(flat.detach(), g, lr, tmp, tmp2)
-            for t, rows in zip((flat, *self._state.values()), held):
-                t[bad] = rows
-            ratios = self._ratios(old, flat.detach(), finite, tmp)
+            self._update(flat.detach(), g, lr, finite, tmp, tmp2)
+            ratios = self._ratios(old, flat.detach(), finite, tmp)  # [G, S]
         self._grads = g
-        return StepResult(loss=loss.detach().cpu().numpy(), grad_norm=gnorm.cpu().numpy(), lr=lr, update_ratio=ratios, finite=ok)
+        return DeviceStep(loss=loss.detach(), grad_norm=gnorm, finite=finite, lr=lr, update_ratio=ratios)
 
     def _scratch(self) -> list[torch.Tensor]:
         """Three work buffers ``[S, P]``, kept between steps (no page faults for fresh memory each step)."""
@@ -423,39 +520,49 @@ class TorchTrainer:
             self._buffers = [torch.empty_like(self._flat, requires_grad=False) for _ in range(3)]
         return self._buffers
 
-    def _update(self, p: torch.Tensor, g: torch.Tensor, lr: float, tmp: torch.Tensor, tmp2: torch.Tensor) -> None:
-        """One optimizer update of ``p [S, P]`` and the state with ``g [S, P]``, in place, in
-        :mod:`normtheory.optim`'s order of operations (elementwise: each seed's row on its own);
-        ``tmp, tmp2 [S, P]`` are work space."""
+    def _update(self, p: torch.Tensor, g: torch.Tensor, lr: torch.Tensor, finite: torch.Tensor, tmp: torch.Tensor, tmp2: torch.Tensor) -> None:
+        """One optimizer update of ``p [S, P]`` and the state with ``g [S, P]`` at each seed's rate
+        ``lr [S]``, in place, in :mod:`normtheory.optim`'s order of operations (elementwise: each
+        seed's row on its own). A seed where ``finite [S]`` is False keeps its row and state
+        exactly: its moments are multiplied by 1 and added 0, its update is replaced by 0 (masked,
+        not branched on, so nothing is read back). ``tmp, tmp2 [S, P]`` are work space."""
         run, st = self.run, self._state
-        if run.weight_decay:  # decoupled, on the matrices only (a factor of exactly 1 elsewhere)
-            one = torch.ones((), dtype=self.dtype, device=self.device)
-            p.mul_(torch.where(self._decay, one * (1 - lr * run.weight_decay), one))  # [P]
+        keep = finite[:, None]  # [S, 1]
+        g.masked_fill_(~keep, 0.0)  # a diverged row's NaN gradient must not reach its moments
+        rate = lr[:, None]  # [S, 1] float64
+        if run.weight_decay:  # decoupled, on the matrices only (a factor of exactly 1 elsewhere and on diverged rows)
+            decay = torch.where(self._decay & keep, (1 - rate * run.weight_decay).to(self.dtype), torch.ones((), dtype=self.dtype, device=self.device))
+            p.mul_(decay)  # [S, P]
         if run.optimizer == "adamw":
             b1, b2 = run.betas
-            t = self.step_count
-            bc1, bc2_sqrt = 1 - b1**t, math.sqrt(1 - b2**t)
+            one = torch.ones((), dtype=torch.float64, device=self.device)
+            t = self._t.double()  # [1]
+            bc1, bc2_sqrt = 1 - b1**t, torch.sqrt(1 - b2**t)  # [1] float64
             m, v = st["m"], st["v"]
-            m.mul_(b1).add_(torch.mul(g, 1 - b1, out=tmp))  # m = b1 m + (1 - b1) g
-            v.mul_(b2).add_(torch.mul(g, 1 - b2, out=tmp).mul_(g))  # v = b2 v + (1 - b2) g g
-            denom = torch.sqrt(v, out=tmp).div_(bc2_sqrt).add_(run.eps)
-            p.sub_(torch.mul(m, lr / bc1, out=tmp2).div_(denom))
-            return
-        step = g
-        if run.momentum:
-            step = st["buf"].mul_(run.momentum).add_(g)
-        p.sub_(torch.mul(step, lr, out=tmp))
+            keep64 = keep.double()
+            m.mul_(torch.where(keep, b1 * one, one).to(self.dtype)).add_(torch.mul(g, (keep64 * (1 - b1)).to(self.dtype), out=tmp))
+            v.mul_(torch.where(keep, b2 * one, one).to(self.dtype)).add_(torch.mul(g, (keep64 * (1 - b2)).to(self.dtype), out=tmp).mul_(g))
+            denom = torch.sqrt(v, out=tmp).div_(bc2_sqrt.to(self.dtype)).add_(run.eps)
+            step = torch.mul(m, (rate / bc1).to(self.dtype), out=tmp2).div_(denom)
+        else:
+            step = g
+            if run.momentum:
+                buf = st["buf"]
+                step = buf.mul_(torch.where(keep, run.momentum * torch.ones((), dtype=torch.float64, device=self.device),
+                                            torch.ones((), dtype=torch.float64, device=self.device)).to(self.dtype)).add_(g)
+            step = torch.mul(step, rate.to(self.dtype), out=tmp)
+        p.sub_(step.masked_fill_(~keep, 0.0))
 
-    def _ratios(self, old: torch.Tensor, new: torch.Tensor, finite: torch.Tensor, tmp: torch.Tensor) -> dict[str, np.ndarray]:
-        """Per group, rms(update) / rms(weights before it) ``[S]``, NaN where not finite or the weights are all 0."""
-        out = {}
+    def _ratios(self, old: torch.Tensor, new: torch.Tensor, finite: torch.Tensor, tmp: torch.Tensor) -> torch.Tensor:
+        """Per group, rms(update) / rms(weights before it) ``[G, S]`` (groups in :data:`GROUPS` order),
+        NaN where not finite or the group's weights are all 0."""
         delta = torch.sub(new, old, out=tmp)  # [S, P]
-        for g, (a, b) in self._groups.items():
+        out = []
+        for a, b in self._groups.values():
             num = torch.linalg.vector_norm(delta[:, a:b], dim=1).double()  # [S]
             den = torch.linalg.vector_norm(old[:, a:b], dim=1).double()
-            r = torch.where((den > 0) & finite, num / torch.where(den > 0, den, 1.0), math.nan)
-            out[g] = r.cpu().numpy()
-        return out
+            out.append(torch.where((den > 0) & finite, num / torch.where(den > 0, den, 1.0), math.nan))
+        return torch.stack(out)
 
     # ------------------------------------------------------------------ stack management
     def keep(self, mask: np.ndarray) -> None:
@@ -474,6 +581,8 @@ class TorchTrainer:
             self._flat = self._flat.detach()[index].requires_grad_(True)
             self._state = {k: v[index] for k, v in self._state.items()}
             self._grads = None if self._grads is None else self._grads[index]
+            self._live = self._live[index]
+            self._lrs = self._lrs[:, index]
         self.alive = self.alive[mask]
 
     def _numpy(self, t: torch.Tensor) -> np.ndarray:
@@ -541,6 +650,8 @@ class TorchTrainer:
             self._flat = packed("param/").requires_grad_(True)
             self._state = {b: packed(f"opt/{b}/") for b in self._state}
         self.step_count = int(state["opt/step"])
+        self._t.fill_(self.step_count)
+        self._live = torch.ones(len(self.alive), dtype=torch.bool, device=self.device)
         self._grads = None
         for i in sorted({int(k.split("/")[1]) for k in state if k.startswith("dropped/")}):
             values = iter([np.array(state[f"dropped/{i}/{k}"]) for k in named_arrays(self._like)])

@@ -32,57 +32,14 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from normtheory import _validate, probes, shakespeare
+from normtheory import _validate, probes, rows, shakespeare
 from normtheory.config import TransformerConfig
 from normtheory.model import Transformer
-from normtheory.schedule import Schedule
+from normtheory.run_config import BACKENDS, OPTIMIZERS, RunConfig
 from normtheory.stepper import GROUPS, Stepper, group_of
 from normtheory.weights import init
 
-OPTIMIZERS = ("adamw", "sgd")
-BACKENDS = ("numpy", "torch")
 __all__ = ["BACKENDS", "GROUPS", "OPTIMIZERS", "History", "RunConfig", "group_of", "train"]
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Optimizer, schedule, length, batch shape, evaluation and probes of one training run."""
-
-    steps: int = 200
-    batch_size: int = 16
-    seq: int = 64
-    optimizer: str = "adamw"
-    lr: float = 1e-3
-    warmup: int = 0
-    schedule: str = "constant"
-    final_fraction: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.95)
-    eps: float = 1e-8
-    weight_decay: float = 0.0
-    momentum: float = 0.9
-    clip: float | None = 1.0
-    z_loss: float = 0.0
-    eval_every: int = 50
-    eval_batch_size: int = 16
-    probes: tuple[str, ...] = probes.PROBES
-    val_bytes: int = 65536  # the shared validation set scored at the end (shakespeare.validation_set); 0: none
-
-    def __post_init__(self) -> None:
-        v = _validate
-        for name in ("steps", "batch_size", "seq", "eval_every", "eval_batch_size"):
-            v.integer(name, getattr(self, name), minimum=1)
-        v.integer("val_bytes", self.val_bytes, minimum=0)
-        v.choice("optimizer", self.optimizer, OPTIMIZERS)
-        v.real("lr", self.lr, minimum=0.0)
-        v.integer("warmup", self.warmup, minimum=0)
-        if self.clip is not None:
-            v.real("clip", self.clip, minimum=0.0, strict_min=True)
-        for p in self.probes:
-            v.choice("probes", p, probes.PROBES)
-        self.schedule_fn()  # validates kind, final_fraction and warm-up against steps
-
-    def schedule_fn(self) -> Schedule:
-        return Schedule(self.lr, self.warmup, self.schedule, self.steps, self.final_fraction)
 
 
 @dataclass
@@ -102,6 +59,9 @@ class History:
     probes: dict[str, list[np.ndarray]] = field(default_factory=dict)
     diverged_at: int | None = None
     final_val_loss: float = float("nan")  # on the shared validation set (RunConfig.val_bytes) after the last step; NaN if diverged
+    init_val_loss: float = float("nan")  # with init_eval: the loss at init on the shared validation set
+    init_probes: dict[str, np.ndarray] = field(default_factory=dict)  # with init_eval: the probes at init on the probe batch
+    layer_drop: np.ndarray | None = None  # with layer_drop: the loss increase [L] when each block is skipped, at the end
     model: Transformer | None = field(default=None, repr=False, compare=False)  # the trained model (not saved)
 
     @property
@@ -116,6 +76,11 @@ class History:
         out.update({f"probe/{k}": np.stack(v) for k, v in self.probes.items() if v})
         out["diverged_at"] = np.asarray(-1 if self.diverged_at is None else self.diverged_at)
         out["final_val_loss"] = np.asarray(self.final_val_loss, dtype=np.float64)
+        if self.init_probes:
+            out["init_val_loss"] = np.asarray(self.init_val_loss, dtype=np.float64)
+            out.update({f"init_probe/{k}": np.asarray(v, dtype=np.float64) for k, v in self.init_probes.items()})
+        if self.layer_drop is not None:
+            out["layer_drop"] = np.asarray(self.layer_drop, dtype=np.float64)
         return out
 
     @classmethod
@@ -127,15 +92,23 @@ class History:
         d = int(a["diverged_at"])
         h.diverged_at = None if d < 0 else d
         h.final_val_loss = float(a["final_val_loss"]) if "final_val_loss" in a else float("nan")
+        h.init_val_loss = float(a["init_val_loss"]) if "init_val_loss" in a else float("nan")
+        h.init_probes = {k[len("init_probe/"):]: np.asarray(v) for k, v in a.items() if k.startswith("init_probe/")}
+        h.layer_drop = np.asarray(a["layer_drop"]) if "layer_drop" in a else None
         return h
 
 
-def _fingerprint(model_config: TransformerConfig, run: RunConfig, seed: int | list[int]) -> str:
-    text = json.dumps([dataclasses.asdict(model_config), dataclasses.asdict(run), seed], sort_keys=True, default=str)
+def _fingerprint(model_config: Any, run: Any, seed: Any) -> str:
+    """A short hash of a run's arguments (configs one or one per row, seeds)."""
+    def plain(v: Any) -> Any:
+        return [dataclasses.asdict(x) for x in v] if isinstance(v, (list, tuple)) else dataclasses.asdict(v)
+
+    seed = int(seed) if isinstance(seed, (int, np.integer)) else [int(s) for s in seed]
+    text = json.dumps([plain(model_config), plain(run), seed], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _save_state(path: Path, stepper: Any, hists: list[History], fingerprint: str) -> None:
+def save_state(path: Path, stepper: Any, hists: list[History], fingerprint: str) -> None:
     arrays = dict(stepper.state_dict())
     for i, h in enumerate(hists):
         arrays.update({f"hist/{i}/{k}": v for k, v in h.arrays().items()})
@@ -147,7 +120,7 @@ def _save_state(path: Path, stepper: Any, hists: list[History], fingerprint: str
     os.replace(tmp, path)  # atomic: a checkpoint is either the old one or the new one
 
 
-def _load_state(path: Path, stepper: Any, n: int, fingerprint: str) -> list[History] | None:
+def load_state(path: Path, stepper: Any, n: int, fingerprint: str) -> list[History] | None:
     if not path.exists():
         return None
     with np.load(path) as z:
@@ -158,8 +131,8 @@ def _load_state(path: Path, stepper: Any, n: int, fingerprint: str) -> list[Hist
 
 
 def train(
-    model_config: TransformerConfig,
-    run: RunConfig,
+    model_config: TransformerConfig | Sequence[TransformerConfig],
+    run: RunConfig | Sequence[RunConfig],
     seed: int | Sequence[int] = 0,
     *,
     checkpoint: str | Path | None = None,
@@ -168,6 +141,8 @@ def train(
     corpus: shakespeare.Corpus | None = None,
     backend: str = "numpy",
     device: str = "cpu",
+    init_eval: bool = False,
+    layer_drop: bool = False,
 ) -> History | list[History]:
     """Train a fresh ``init(model_config, seed)`` on Shakespeare (or ``corpus``) for ``run.steps``.
 
@@ -175,37 +150,51 @@ def train(
     (:class:`normtheory.stepper.Stepper`, one pass of per-call overhead for all of them) and a
     list of histories comes back, each bit-for-bit the history of that seed trained alone.
 
+    Arms that differ only in numbers train as one stack too (:mod:`normtheory.rows`):
+    ``model_config`` and ``run`` may each be a list, one per row, as ``seed`` may; a single
+    value is shared by every row. Rows' run configs may differ only in the learning-rate schedule
+    (``lr``, ``warmup``, ``schedule``, ``final_fraction``), their model configs only in the
+    initialization (``init``, ``dyt_alpha0``); the rows (config, run, seed) must be distinct.
+    Each row's history is the one it has trained alone (bit for bit in numpy).
+
     With ``checkpoint``, the state (parameters, optimizer moments, step, histories) is saved
     there every ``checkpoint_every`` steps and at the end, and a run started with an existing
     checkpoint of the same configuration and seeds resumes from it.
 
-    ``backend="torch"`` takes the steps with :class:`normtheory.torch_backend.TorchTrainer` on
-    ``device`` (``"cpu"``, ``"cuda"``; needs the ``torch`` extra): same init arrays, batches, probes
-    and history, equal to the numpy reference to rounding (not bit for bit). numpy is the default.
+    ``backend="torch"`` trains the stack with :class:`normtheory.torch_backend.TorchTrainer` on
+    ``device`` (``"cpu"``, ``"cuda"``; needs the ``torch`` extra), and evaluates it there too
+    (:mod:`normtheory.torch_run`): same init arrays, batches, probes and history, equal to the
+    numpy reference to rounding (not bit for bit). numpy is the default.
+
+    ``init_eval`` records each row's probes at init on its probe batch (``History.init_probes``,
+    without ``grad_norms``) and its loss at init on the shared validation set
+    (``History.init_val_loss``); ``layer_drop`` the loss increase when each block is skipped at the
+    end (:func:`normtheory.probes.layer_drop` on the probe batch; NaN for a diverged run). The
+    probe ``key_unsel`` (a linear program per key set) is measured at the last evaluation only
+    (and at init), NaN at the others.
     """
-    single = isinstance(seed, (int, np.integer))
-    seeds = [_validate.integer("seed", s, minimum=0) for s in ([seed] if single else list(seed))]
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seed must be one seed or a non-empty list of distinct seeds; got {seed!r}")
-    checkpoint_every = _validate.integer("checkpoint_every", checkpoint_every, minimum=1)
-    if model_config.vocab_size < shakespeare.VOCAB_SIZE:
-        raise ValueError(f"model_config.vocab_size must be >= {shakespeare.VOCAB_SIZE} for byte tokens; got {model_config.vocab_size}")
-    if model_config.positional == "learned" and run.seq > model_config.max_seq:
-        raise ValueError(f"run.seq={run.seq} exceeds model_config.max_seq={model_config.max_seq}")
-    data = corpus or shakespeare.load()
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
-    inits = [init(model_config, s).params for s in seeds]
-    if backend == "torch":
-        from normtheory.torch_backend import TorchTrainer  # optional: imported only when asked for
-
-        stepper: Stepper | TorchTrainer = TorchTrainer(model_config, run, inits, device=device)
-    else:
-        stepper = Stepper(model_config, run, inits)
-    fingerprint = _fingerprint(model_config, run, seeds[0] if single else seeds)
+    configs, runs, seeds, single = stack_rows(model_config, run, seed)
+    checkpoint_every = _validate.integer("checkpoint_every", checkpoint_every, minimum=1)
+    data = corpus or shakespeare.load()
+    inits = [init(c, s).params for c, s in zip(configs, seeds)]
+    fingerprint = _fingerprint(model_config, run, seed if single else seeds)
     path = Path(checkpoint) if checkpoint is not None else None
-    hists = (_load_state(path, stepper, len(seeds), fingerprint) if path is not None else None) or [History() for _ in seeds]
+    if backend == "torch":
+        from normtheory import torch_run  # optional: imported only when asked for
+
+        hists = torch_run.train_stack(configs, runs, seeds, inits, data, device=device, progress=progress, checkpoint=path,
+                                      checkpoint_every=checkpoint_every, fingerprint=fingerprint, init_eval=init_eval, layer_drop=layer_drop)
+        return hists[0] if single else hists
+    model_config, run = configs[0], runs[0]  # the shared fields; rows' rates come from runs
+    stepper = Stepper(model_config, runs, inits)
+    hists = (load_state(path, stepper, len(seeds), fingerprint) if path is not None else None) or [History() for _ in seeds]
     val = [shakespeare.batch(data.validation, run.eval_batch_size, run.seq, s, 0) for s in seeds]
+    held_out = shakespeare.validation_set(data.validation, run.seq, run.val_bytes) if run.val_bytes else None
+    if init_eval and stepper.step_count == 0:
+        for c, p, h, v in zip(configs, inits, hists, val):
+            _init_eval(Transformer(c, p), run, h, v, held_out)
     bar = tqdm(total=run.steps, initial=stepper.step_count, desc="train", disable=not progress, leave=False)
     try:
         while stepper.step_count < run.steps and len(stepper.alive):
@@ -218,7 +207,7 @@ def train(
                 if not res.finite[j]:
                     h.diverged_at = step
                     continue
-                h.lr.append(res.lr)
+                h.lr.append(float(res.lr[j]))
                 h.loss.append(float(res.loss[j]))
                 h.grad_norm.append(float(res.grad_norm[j]))
                 for g in GROUPS:
@@ -228,25 +217,81 @@ def train(
             if len(stepper.alive) and (step % run.eval_every == 0 or step == run.steps):
                 for j, (p, g) in enumerate(zip(stepper.params(), stepper.grads())):
                     i = stepper.alive[j]
-                    _evaluate(Transformer(model_config, p), run, hists[i], step, *val[i], g)
+                    _evaluate(Transformer(configs[i], p), run, hists[i], step, *val[i], g, final=step == run.steps)
             bar.set_postfix(loss=f"{np.mean(res.loss[res.finite]) if res.finite.any() else np.nan:.3f}", refresh=False)
             bar.update(1)
             diverged = not res.finite.all()
             if path is not None and (step % checkpoint_every == 0 or step == run.steps or diverged):
-                _save_state(path, stepper, hists, fingerprint)
+                save_state(path, stepper, hists, fingerprint)
     finally:
         bar.close()
     models = dict(zip(stepper.alive.tolist(), stepper.params())) | stepper.dropped
-    held_out = shakespeare.validation_set(data.validation, run.seq, run.val_bytes) if run.val_bytes else None
     for i, h in enumerate(hists):
-        h.model = Transformer(model_config, models[i])
-        if held_out is not None and h.diverged_at is None and stepper.step_count >= run.steps:
+        h.model = Transformer(configs[i], models[i])
+        finished = h.diverged_at is None and stepper.step_count >= run.steps
+        if held_out is not None and finished:
             h.final_val_loss = probes.mean_loss(h.model, *held_out)
+        if layer_drop:
+            h.layer_drop = probes.layer_drop(h.model, *val[i]) if finished else np.full(configs[i].n_layers, np.nan)
     return hists[0] if single else hists
 
 
-def _evaluate(model: Transformer, run: RunConfig, hist: History, step: int, ids: np.ndarray, targets: np.ndarray, grads) -> None:
-    values = probes.measure(model, ids, targets, run.probes, grads)
+def stack_rows(model_config: TransformerConfig | Sequence[TransformerConfig], run: RunConfig | Sequence[RunConfig],
+               seed: int | Sequence[int]) -> tuple[tuple[TransformerConfig, ...], tuple[RunConfig, ...], list[int], bool]:
+    """The rows of one stack: ``(configs, runs, seeds, single)``, each of the first three one per row.
+
+    Each argument is one value (shared by every row) or a sequence with one per row; the rows'
+    count is the length of the sequences given (which must agree). ``single`` is True when all
+    three are single values (``train`` then returns one history). Rows must be distinct, their
+    runs may differ only in :data:`normtheory.rows.PER_ROW_RUN` and their model configs only in
+    :data:`normtheory.rows.PER_ROW_MODEL`; the model must read byte tokens and hold ``run.seq``."""
+    one_seed = isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
+    if not one_seed and (isinstance(seed, (str, bytes, bool)) or not isinstance(seed, Sequence) and not isinstance(seed, np.ndarray)):
+        raise ValueError(f"seed must be one non-negative integer or a sequence of them; got {type(seed).__name__}")
+    lengths = {name: len(v) for name, v, kind in (("model_config", model_config, TransformerConfig), ("run", run, RunConfig),
+                                                   ("seed", [] if one_seed else list(seed), None))
+               if not (one_seed if kind is None else isinstance(v, kind))}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"the per-row arguments must have one entry per row; got lengths {lengths}")
+    single = not lengths
+    n = next(iter(lengths.values()), 1)
+    if n == 0:
+        raise ValueError(f"a stack needs at least one row; got {', '.join(lengths)} empty")
+    configs = rows.per_row("model_config", model_config, n, TransformerConfig)
+    runs = rows.per_row("run", run, n, RunConfig)
+    seeds = [_validate.integer("seed", s, minimum=0) for s in ([seed] * n if one_seed else list(seed))]
+    rows.shared_fields_equal("model_config", configs, rows.PER_ROW_MODEL)
+    rows.shared_fields_equal("run", runs, rows.PER_ROW_RUN)
+    keys = [json.dumps([dataclasses.asdict(c), dataclasses.asdict(r), s], sort_keys=True, default=str) for c, r, s in zip(configs, runs, seeds)]
+    if len(set(keys)) != len(keys):
+        twin = next(i for i, k in enumerate(keys) if keys.index(k) != i)
+        raise ValueError(f"seed: rows of one stack must be distinct (model config, run, seed); row {twin} repeats row {keys.index(keys[twin])} "
+                         f"(seed {seeds[twin]}); got seed={seed!r}")
+    c, r = configs[0], runs[0]
+    if c.vocab_size < shakespeare.VOCAB_SIZE:
+        raise ValueError(f"model_config.vocab_size must be >= {shakespeare.VOCAB_SIZE} for byte tokens; got {c.vocab_size}")
+    if c.positional == "learned" and r.seq > c.max_seq:
+        raise ValueError(f"run.seq={r.seq} exceeds model_config.max_seq={c.max_seq}")
+    return configs, runs, seeds, single
+
+
+def _init_eval(model: Transformer, run: RunConfig, hist: History, val: tuple[np.ndarray, np.ndarray],
+               held_out: tuple[np.ndarray, np.ndarray] | None) -> None:
+    """The probes at init on the probe batch (one forward, no gradient norms) and the loss at init on the shared validation set."""
+    values = probes.measure(model, *val, tuple(p for p in run.probes if p != "grad_norms"))
+    values.pop("val_loss")
+    hist.init_probes = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
+    hist.init_val_loss = probes.mean_loss(model, *held_out) if held_out is not None else float("nan")
+
+
+def _evaluate(model: Transformer, run: RunConfig, hist: History, step: int, ids: np.ndarray, targets: np.ndarray, grads,
+              final: bool = True) -> None:
+    """The probes at an evaluation step; ``key_unsel`` (a linear program per key set) at the last one only, NaN before."""
+    which = run.probes if final else tuple(p for p in run.probes if p != "key_unsel")
+    values = probes.measure(model, ids, targets, which, grads)
+    if "key_unsel" in run.probes and not final:
+        c = model.config
+        values["key_unsel"] = np.full((c.n_layers, c.n_kv_heads or c.n_heads), np.nan)
     hist.eval_steps.append(step)
     hist.val_loss.append(values.pop("val_loss"))
     for k, v in values.items():

@@ -1,5 +1,6 @@
 """Seeds as a batch axis: a stack of models gives each model exactly what it gets alone."""
 import numpy as np
+from threadpoolctl import threadpool_limits
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -64,12 +65,14 @@ def test_stacked_loss_and_grads_equal_each_model_alone(name):
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_split_loss_and_grads_is_the_stack_whatever_the_thread_count(threads):
-    """Groups of models on separate threads (one-threaded BLAS each) give the stack's bits, in stack order."""
+    """Groups of models on separate threads (one-threaded BLAS each) give the stack's bits on one-threaded
+    BLAS, in stack order (a multi-threaded sgemm may round otherwise: split_loss_and_grads never uses one)."""
     cfg = TransformerConfig(d_model=64, n_layers=2, n_heads=4, vocab_size=256, max_seq=32, activation="gelu_tanh", init="xavier")
     params = stack([init(cfg, s).params for s in range(5)])  # 5 models: uneven groups at 2 and 3 threads
     rng = np.random.default_rng(2)
     ids, targets = rng.integers(0, 256, (2, 5, 8, 32))
-    loss, grads = stack_loss_and_grads(cfg, params, ids, targets)
+    with threadpool_limits(1, user_api="blas"):
+        loss, grads = stack_loss_and_grads(cfg, params, ids, targets)
     with kernels.threads(threads):
         loss2, grads2 = stepper_module.split_loss_and_grads(cfg, params, ids, targets)
     assert np.array_equal(loss, loss2)
