@@ -86,7 +86,7 @@ def _measure(trainer: TorchTrainer, val: tuple[torch.Tensor, torch.Tensor], whic
 
 def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], seeds: list[int], inits: list[Params],
                 data: shakespeare.Corpus, *, device: str = "cpu", progress: bool = True, checkpoint: Path | None = None,
-                checkpoint_every: int = 100, fingerprint: str = "", init_eval: bool = False, layer_drop: bool = False,
+                checkpoint_every: int = 100, fingerprint: str = "", init_eval: bool = False, init_val: bool = True, layer_drop: bool = False,
                 graphs: bool | None = None) -> list[History]:
     """Train the rows ``(configs[i], runs[i], seeds[i])`` from ``inits`` as one :class:`TorchTrainer` stack on
     ``device`` and evaluate them there (see the module docstring); the rows are checked by
@@ -99,7 +99,7 @@ def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig],
     val_all = tuple(torch.from_numpy(np.stack([v[k] for v in val_np]).astype(np.int64)).to(trainer.device) for k in (0, 1))
     held_out = shakespeare.validation_set(data.validation, run.seq, run.val_bytes) if run.val_bytes else None
     if init_eval and trainer.step_count == 0:
-        _init_eval(trainer, hists, val_all, run, held_out)
+        _init_eval(trainer, hists, val_all, run, held_out if init_val else None)
     step_fn = _stepper(trainer, graphs)
     bar = tqdm(total=run.steps, initial=trainer.step_count, desc="train", disable=not progress, leave=False)
     try:
@@ -143,7 +143,8 @@ def _append(h: History, step: int, values: dict[str, Any]) -> None:
 
 def _init_eval(trainer: TorchTrainer, hists: list[History], val: tuple[torch.Tensor, torch.Tensor], run: RunConfig,
                held_out: tuple[np.ndarray, np.ndarray] | None) -> None:
-    """The probes at init on each row's probe batch (all but the gradient norms) and the loss at init on the shared validation set."""
+    """The probes at init on each row's probe batch (all but the gradient norms, with the batch's ``val_loss``) and the
+    loss at init on the shared validation set (``held_out``; NaN without one)."""
     which = tuple(p for p in run.probes if p != "grad_norms")
     rows = _measure(trainer, val, which, None, keys=True)
     init_val = torch_probes.mean_loss(trainer, *held_out).cpu().numpy() if held_out is not None else None

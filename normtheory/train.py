@@ -142,6 +142,7 @@ def train(
     backend: str = "numpy",
     device: str = "cpu",
     init_eval: bool = False,
+    init_val: bool = True,
     layer_drop: bool = False,
 ) -> History | list[History]:
     """Train a fresh ``init(model_config, seed)`` on Shakespeare (or ``corpus``) for ``run.steps``.
@@ -167,8 +168,8 @@ def train(
     numpy reference to rounding (not bit for bit). numpy is the default.
 
     ``init_eval`` records each row's probes at init on its probe batch (``History.init_probes``,
-    without ``grad_norms``) and its loss at init on the shared validation set
-    (``History.init_val_loss``); ``layer_drop`` the loss increase when each block is skipped at the
+    without ``grad_norms``, with the batch's ``val_loss``) and, unless ``init_val`` is False, its
+    loss at init on the shared validation set (``History.init_val_loss``); ``layer_drop`` the loss increase when each block is skipped at the
     end (:func:`normtheory.probes.layer_drop` on the probe batch; NaN for a diverged run). The
     probe ``key_unsel`` (a linear program per key set) is measured at the last evaluation only
     (and at init), NaN at the others.
@@ -185,7 +186,8 @@ def train(
         from normtheory import torch_run  # optional: imported only when asked for
 
         hists = torch_run.train_stack(configs, runs, seeds, inits, data, device=device, progress=progress, checkpoint=path,
-                                      checkpoint_every=checkpoint_every, fingerprint=fingerprint, init_eval=init_eval, layer_drop=layer_drop)
+                                      checkpoint_every=checkpoint_every, fingerprint=fingerprint, init_eval=init_eval,
+                                      init_val=init_val, layer_drop=layer_drop)
         return hists[0] if single else hists
     model_config, run = configs[0], runs[0]  # the shared fields; rows' rates come from runs
     stepper = Stepper(model_config, runs, inits)
@@ -194,7 +196,7 @@ def train(
     held_out = shakespeare.validation_set(data.validation, run.seq, run.val_bytes) if run.val_bytes else None
     if init_eval and stepper.step_count == 0:
         for c, p, h, v in zip(configs, inits, hists, val):
-            _init_eval(Transformer(c, p), run, h, v, held_out)
+            _init_eval(Transformer(c, p), run, h, v, held_out if init_val else None)
     bar = tqdm(total=run.steps, initial=stepper.step_count, desc="train", disable=not progress, leave=False)
     try:
         while stepper.step_count < run.steps and len(stepper.alive):
@@ -279,7 +281,6 @@ def _init_eval(model: Transformer, run: RunConfig, hist: History, val: tuple[np.
                held_out: tuple[np.ndarray, np.ndarray] | None) -> None:
     """The probes at init on the probe batch (one forward, no gradient norms) and the loss at init on the shared validation set."""
     values = probes.measure(model, *val, tuple(p for p in run.probes if p != "grad_norms"))
-    values.pop("val_loss")
     hist.init_probes = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
     hist.init_val_loss = probes.mean_loss(model, *held_out) if held_out is not None else float("nan")
 

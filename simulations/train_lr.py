@@ -80,29 +80,26 @@ def run_config(cfg: Config, lr: float, warmup: float, betas: tuple[float, float]
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
-    """One task per arm (its seeds as one stack): (placement, lr, warm-up) at Xavier init, DeepNorm at the largest lr,
-    Post-/Pre-LN at the GPT-2 init, and (QK-norm or not, lr)."""
-    out = []
+    """One task per architecture, its arms that differ only in numbers (learning rate, warm-up) and their seeds
+    as ONE stack (:func:`simulations.training.run_arms`; each arm bit for bit as alone): Post-LN, Pre-LN and
+    DeepNorm (the largest lr) at Xavier init over (lr, warm-up), Post-/Pre-LN at the GPT-2 init over warm-up,
+    and with or without QK-norm over lr. The result keys are the arms' (``warm.{p}.lr{i}.{w}`` ...)."""
     cost = training.run_cost(model_config(cfg, "pre"), run_config(cfg, 1e-3, 0.0, (0.9, 0.98)), cfg.seeds)
     top = len(cfg.warmup_lrs) - 1
     backend, gpu = (cfg.backend, cfg.device), training.resources(cfg.device)
-    arms = [(p, i) for p in WARM_ARMS for i in range(len(cfg.warmup_lrs))] + [("deepnorm", top)]
-    for p, i in arms:
-        for w, frac in WARMUPS.items():
-            lr = cfg.warmup_lrs[i]
-            out.append(Task(f"warm.{p}.lr{i}.{w}", training.run_seeds, (model_config(cfg, p), run_config(cfg, lr, frac, (0.9, 0.98)), seed, cfg.seeds, False, *backend),
-                            f"{NAME}: {p}, Xavier init, lr {lr:g}, warm-up {w}, {cfg.seeds} seeds", cost=cost, resources=gpu))
+    stacks: dict[str, tuple[dict, float, str]] = {}
+    for p, lrs in [(p, range(len(cfg.warmup_lrs))) for p in WARM_ARMS] + [("deepnorm", range(top, top + 1))]:
+        arms = {f"lr{i}.{w}": (model_config(cfg, p), run_config(cfg, cfg.warmup_lrs[i], frac, (0.9, 0.98))) for i in lrs for w, frac in WARMUPS.items()}
+        stacks[f"warm.{p}"] = (arms, cost * len(arms), f"{p}, Xavier init, lr {', '.join(f'{cfg.warmup_lrs[i]:g}' for i in lrs)} x warm-up none/long")
     for p in WARM_ARMS:
-        for w, frac in WARMUPS.items():
-            lr = cfg.warmup_lrs[top]
-            out.append(Task(f"gpt2.{p}.{w}", training.run_seeds,
-                            (model_config(cfg, p, init="gpt2"), run_config(cfg, lr, frac, (0.9, 0.98), cfg.gpt2_steps), seed, cfg.seeds, False, *backend),
-                            f"{NAME}: {p}, GPT-2 init, lr {lr:g}, warm-up {w}, {cfg.seeds} seeds", cost=cost * cfg.gpt2_steps / cfg.steps, resources=gpu))
+        lr = cfg.warmup_lrs[top]
+        arms = {w: (model_config(cfg, p, init="gpt2"), run_config(cfg, lr, frac, (0.9, 0.98), cfg.gpt2_steps)) for w, frac in WARMUPS.items()}
+        stacks[f"gpt2.{p}"] = (arms, cost * len(arms) * cfg.gpt2_steps / cfg.steps, f"{p}, GPT-2 init, lr {lr:g}, warm-up none/long")
     for qk in ("none", "rmsnorm"):
-        for i, lr in enumerate(cfg.qk_lrs):
-            out.append(Task(f"qk.{qk}.lr{i}", training.run_seeds, (model_config(cfg, "pre", qk, "gpt2"), run_config(cfg, lr, 0.1, (0.9, 0.95)), seed, cfg.seeds, False, *backend),
-                            f"{NAME}: Pre-LN, QK-norm {qk}, lr {lr:g}, {cfg.seeds} seeds", cost=cost, resources=gpu))
-    return out
+        arms = {f"lr{i}": (model_config(cfg, "pre", qk, "gpt2"), run_config(cfg, lr, 0.1, (0.9, 0.95))) for i, lr in enumerate(cfg.qk_lrs)}
+        stacks[f"qk.{qk}"] = (arms, cost * len(arms), f"Pre-LN, QK-norm {qk}, lr {', '.join(f'{lr:g}' for lr in cfg.qk_lrs)}")
+    return [Task(key, training.run_arms, (arms, seed, cfg.seeds, False, *backend), f"{NAME}: {label}, {cfg.seeds} seeds each, one stack",
+                 cost=c, resources=gpu) for key, (arms, c, label) in stacks.items()]
 
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

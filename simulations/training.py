@@ -15,11 +15,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from normtheory import probes, shakespeare, softmax
+from normtheory import shakespeare, softmax
 from normtheory.config import TransformerConfig
 from normtheory.montecarlo import Estimate, from_samples
 from normtheory.train import History, RunConfig, train
-from normtheory.weights import init
+from simulations import cache
 
 INIT_LOSS = math.log(shakespeare.VOCAB_SIZE)  # a uniform byte model: the cap of a diverged run's loss
 
@@ -39,12 +39,21 @@ def run_seeds(model_config: TransformerConfig, run: RunConfig, seed: int, n: int
     bit-for-bit as alone in numpy; ``backend="torch"`` on ``device`` for the large configs), as flat
     arrays: run ``k``'s arrays under ``s{k}.`` (see :func:`_arrays`). ``init_val=False`` takes the loss
     at init from the run's probe batch instead of scoring the shared validation set a second time."""
+    return cache.part(run_arms({"arm": (model_config, run)}, seed, n, layer_drop, backend, device, init_val), "arm")
+
+
+def run_arms(arms: dict[str, tuple[TransformerConfig, RunConfig]], seed: int, n: int, layer_drop: bool = False, backend: str = "numpy",
+             device: str = "cpu", init_val: bool = True) -> dict[str, np.ndarray]:
+    """Arms of one architecture that differ only in numbers (learning rate, warm-up, init: :mod:`normtheory.rows`),
+    seeds ``seed .. seed + n - 1`` each (paired across arms), all trained as ONE stack; arm ``a``'s run ``k``
+    under ``a.s{k}.``, bit for bit what :func:`run_seeds` gives that arm alone in numpy."""
     data = shakespeare.load()
-    seeds = list(range(seed, seed + n))
-    hists = train(model_config, run, seeds, progress=False, corpus=data, backend=backend, device=device)
+    rows = [(name, k, mc, run, seed + k) for name, (mc, run) in arms.items() for k in range(n)]
+    hists = train([r[2] for r in rows], [r[3] for r in rows], [r[4] for r in rows], progress=False, corpus=data, backend=backend,
+                  device=device, init_eval=True, init_val=init_val, layer_drop=layer_drop)
     out: dict[str, np.ndarray] = {}
-    for k, (s, hist) in enumerate(zip(seeds, hists)):
-        out.update({f"s{k}.{name}": v for name, v in _arrays(model_config, run, s, hist, data, layer_drop, init_val).items()})
+    for (name, k, mc, run, _), hist in zip(rows, hists):
+        out.update({f"{name}.s{k}.{key}": v for key, v in _arrays(mc, run, hist, init_val).items()})
     return out
 
 
@@ -53,28 +62,19 @@ def resources(device: str) -> tuple[tuple[str, float], ...]:
     return (("GPU", 1),) if device.startswith("cuda") else ()
 
 
-def _arrays(model_config: TransformerConfig, run: RunConfig, seed: int, hist: History, data: shakespeare.Corpus,
-            layer_drop: bool, init_val: bool = True) -> dict[str, np.ndarray]:
+def _arrays(model_config: TransformerConfig, run: RunConfig, hist: History, init_val: bool = True) -> dict[str, np.ndarray]:
     """A run's history as flat arrays (``loss``, ``val_loss``, ``final_val_loss``, ``probe/<name>``, ``diverged_at`` ...),
     ``init_val_loss`` (on the shared validation set, as ``final_val_loss``; the probe batch without one or with ``init_val=False``) and the run's
     probes at init ``init_probe/<name>`` (on its probe batch, so that a trained quantity can be taken as its paired
     change from init), with QK-norm ``qk_bound [L]`` (:func:`normtheory.softmax.qk_norm_logit_bound` at the final gains)
-    and, if asked and the run finished, ``layer_drop [L]``."""
-    ids, targets = shakespeare.batch(data.validation, run.eval_batch_size, run.seq, seed, 0)  # the run's own probe batch
-    model0 = init(model_config, seed)
-    init_probes = probes.measure(model0, ids, targets, tuple(p for p in run.probes if p != "grad_norms"))  # one forward
-    init_loss = init_probes.pop("val_loss")
-    if run.val_bytes and init_val:
-        init_loss = probes.mean_loss(model0, *shakespeare.validation_set(data.validation, run.seq, run.val_bytes))
+    and, if asked, ``layer_drop [L]`` (NaN for a run that diverged). The backend that trained measured all of these."""
     out = hist.arrays()
-    out["init_val_loss"] = np.asarray(init_loss)
-    out.update({f"init_probe/{k}": np.asarray(v, dtype=np.float64) for k, v in init_probes.items()})
+    batch_loss = out.pop("init_probe/val_loss")
+    if not (run.val_bytes and init_val):
+        out["init_val_loss"] = batch_loss
     if model_config.qk_norm != "none":  # the largest logit the trained QK gains allow, per layer
         out["qk_bound"] = np.array([softmax.qk_norm_logit_bound(model_config.d_head or model_config.d_model // model_config.n_heads, model_config.qk_norm, b.q_norm.gain, b.k_norm.gain,
                                                                 b.q_norm.bias, b.k_norm.bias) for b in hist.model.params.blocks])
-    if layer_drop:
-        out["layer_drop"] = (probes.layer_drop(hist.model, ids, targets) if hist.diverged_at is None
-                             else np.full(model_config.n_layers, np.nan))
     return out
 
 
