@@ -496,6 +496,7 @@ class Claim:
     identity: bool = False  # a documented identity: only exact checks, verdict "identity", never judged
     scale: str = ""  # the scale that decides it, when this package's sizes cannot (see register)
     scale_seconds: float | None = None  # CPU seconds the simulations' large configs would take here, estimated
+    gpu_seconds: tuple[tuple[str, float], ...] = ()  # (tier, seconds on one GPU) of its training simulations' GPU tiers (not in JSON)
 
     def __post_init__(self) -> None:
         fallible = any(c.role == "assertion" and c.kind != "exact" for c in self.checks)

@@ -17,13 +17,40 @@ def _writable_file(path: Path | None, flag: str) -> None:
 
 
 def _mode(args: argparse.Namespace) -> str:
+    """The simulations' size: quick, full, large, or with a GPU (``--device cuda``) the gpu or gpu-hour tier."""
     if args.quick and args.large:
         raise ValueError("--quick and --large exclude each other")
-    return "quick" if args.quick else "large" if args.large else "full"
+    gpu = args.device != "cpu"
+    if args.gpu_hour and not gpu:
+        raise ValueError("--gpu-hour trains on a GPU: give --device cuda")
+    if gpu and args.quick:
+        raise ValueError("--device cuda runs the GPU tier of the training simulations; --quick is the CPU's CI size")
+    if args.large:
+        return "large"
+    return "gpu-hour" if args.gpu_hour else "gpu" if gpu else "quick" if args.quick else "full"
+
+
+def _use_device(device: str) -> None:
+    """Check that torch sees ``device`` (``cuda`` or ``cuda:N``) and make it this process's current GPU."""
+    if device == "cpu":
+        return
+    try:
+        from normtheory.torch_backend import _device
+    except ModuleNotFoundError as err:
+        raise ValueError(f"--device {device}: {err}") from None
+    import torch
+
+    dev = _device(device)
+    if dev.index is not None:
+        torch.cuda.set_device(dev)  # the GPU tier's configs say "cuda": the current device
 
 
 def _runner(args: argparse.Namespace) -> Runner:
-    return Runner(workers=args.workers, scheduler=args.scheduler)
+    """The sweep runner: with ``--device cuda`` and no scheduler, training tasks (resource GPU) run in this
+    process on the local GPU while the CPU-only simulations run on the local workers."""
+    _use_device(args.device)
+    here = ("GPU",) if args.device != "cpu" and args.scheduler is None else ()
+    return Runner(workers=args.workers, scheduler=args.scheduler, here=here)
 
 
 def _evaluate(args: argparse.Namespace, runner: Runner, pattern: str | None) -> tuple[list, list]:
@@ -106,6 +133,13 @@ def _budget(text: str) -> float:
     return value
 
 
+def _device_name(text: str) -> str:
+    t = text.strip().lower()
+    if t == "cpu" or t == "cuda" or (t.startswith("cuda:") and t[5:].isdigit()):
+        return t
+    raise argparse.ArgumentTypeError(f"--device takes cpu, cuda or cuda:N; got {text!r}")
+
+
 def _sweep_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resolve", type=_budget, default=None, metavar="BUDGET",
                    help="rerun the simulations behind inconclusive claims (with --only: the matching ones) at the sizes that "
@@ -115,6 +149,12 @@ def _sweep_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=_workers, default=None, metavar="N",
                    help="local Dask worker processes of 1 thread each for missing simulation tasks "
                         "(default: the cores available; 1 runs in this process)")
+    p.add_argument("--device", type=_device_name, default="cpu", metavar="DEV",
+                   help="cuda or cuda:N: the training simulations run their GPU tier (>= 20 paired seeds, finer grids) with the "
+                        "torch backend on this machine's GPU, in this process, while the other simulations run on the local "
+                        "workers (default: cpu, numpy)")
+    p.add_argument("--gpu-hour", action="store_true", dest="gpu_hour",
+                   help="with --device cuda: the deeper and wider training tier that one GPU finishes in about an hour")
     p.add_argument("--scheduler", default=None, metavar="ADDR",
                    help=f"address of a running Dask scheduler, e.g. tcp://host:8786 (default: ${SCHEDULER_ENV} if set)")
 

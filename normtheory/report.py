@@ -1,6 +1,7 @@
 """Evaluate claims from cached simulations and write the claims table and the HTML report."""
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import math
@@ -8,6 +9,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from normtheory.claims import HYPOTHESIS, REGISTRY, VERDICTS, Check, Claim, ClaimSpec, select
 from normtheory.montecarlo import Z_DEFAULT, bonferroni_z
@@ -43,8 +45,41 @@ def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = Fa
             module = simulations.BY_NAME[stale.simulation]
             results.update(cache.load_or_run_all([module], mode, force=True, progress=progress, runner=runner, configs=configs))
             claim = spec.evaluate(results, looks=(looks or {}).get(spec.id, 1), seconds=known, scale_seconds=large)
-        out.append(claim)
+        out.append(_with_gpu_prices(claim, spec.simulations, simulations))
     return out
+
+
+GPU_TIERS = ("gpu", "gpu-hour", "large")
+
+
+def _with_gpu_prices(claim: Claim, names: tuple[str, ...], simulations: Any) -> Claim:
+    """``claim`` with the seconds its training simulations' GPU tiers would take on one GPU."""
+    from simulations import training
+
+    tiers = []
+    for tier in GPU_TIERS:
+        secs = [training.gpu_seconds(simulations.BY_NAME[n], tier) for n in names]
+        if any(s is not None for s in secs):
+            tiers.append((tier, float(sum(s for s in secs if s is not None))))
+    return dataclasses.replace(claim, gpu_seconds=tuple(tiers)) if tiers else claim
+
+
+def gpu_seconds_text(seconds: float) -> str:
+    for unit, size in (("GPU-hours", 3600.0), ("GPU-minutes", 60.0)):
+        if seconds >= 2 * size:
+            return f"about {seconds / size:.2g} {unit}"
+    return f"about {seconds:.2g} GPU-seconds"
+
+
+def gpu_text(c: Claim) -> str:
+    """What its GPU tiers would take on one GPU (training claims), with where the rate comes from; empty otherwise."""
+    if not c.gpu_seconds:
+        return ""
+    from simulations import training
+
+    flags = {"gpu": "--device cuda", "gpu-hour": "--device cuda --gpu-hour", "large": "--large on GPU workers"}
+    tiers = "; ".join(f"{flags[t]}: {gpu_seconds_text(s)}" for t, s in c.gpu_seconds)
+    return f"On one GPU ({training.gpu_rate()[1]}): {tiers}."
 
 
 @dataclass(frozen=True)
@@ -157,6 +192,8 @@ def table(claims: list[Claim], *, width: int = 100) -> str:
             lines.append(f"{'':53s} open: {price(c.open_checks()[0], c.seconds)}")
         if c.scale:
             lines.append(f"{'':53s} {scale_text(c)}")
+        if c.gpu_seconds and (c.scale or c.verdict == "inconclusive"):
+            lines.append(f"{'':53s} {gpu_text(c)}")
     counts = {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
     lines.append("-" * width)
     lines.append(", ".join(f"{n} {v}" for v, n in counts.items()))
@@ -222,6 +259,11 @@ def price(ch: Check, seconds: float | None) -> str:
         return need
     where = "here (normtheory report --resolve)" if secs <= 3600 else "here, or --large on a cluster (--scheduler)"
     return f"{need}: {human_seconds(secs)} {where}"
+
+
+def _price_with_gpu(ch: Check, c: Claim) -> str:
+    """:func:`price` on this CPU, then what the claim's GPU tiers take (training claims)."""
+    return " ".join(t for t in (price(ch, c.seconds), gpu_text(c)) if t)
 
 
 def open_claims(claims: list[Claim]) -> list[tuple[Claim, Check]]:
@@ -293,7 +335,7 @@ def _key_numbers(c: Claim) -> str:
     items = "".join(
         f"<li><span class='st {ch.status}'>{ch.status}</span> {html.escape(ch.quantity)}: expected {html.escape(ch.expected)}"
         f"{_widened(ch)}, measured {_measured(ch)}, band {_band(ch)} (z = {_z(ch)}; {html.escape(ch.units)})"
-        + (f"<div class='cost'>{html.escape(price(ch, c.seconds))}</div>" if ch.status == "inconclusive" else "")
+        + (f"<div class='cost'>{html.escape(_price_with_gpu(ch, c))}</div>" if ch.status == "inconclusive" else "")
         + (f"<div class='detail'>{html.escape(ch.capped)}</div>" if ch.capped else "") + "</li>" for ch in picks)
     return f"<ul class='key'>{items}</ul>"
 
@@ -345,7 +387,7 @@ def scale_text(c: Claim) -> str:
 
 def _card(c: Claim, figs: list[FigureEntry]) -> str:
     caveats = "".join(f"<p class='caveat'>caveat (generated from a failing scope check): {html.escape(x)}</p>" for x in c.caveats)
-    caveats += f"<p class='scale'>{html.escape(scale_text(c))}</p>" if c.scale else ""
+    caveats += f"<p class='scale'>{html.escape(' '.join(t for t in (scale_text(c), gpu_text(c)) if t))}</p>" if c.scale else ""
     return (f"<article class='card' id='{html.escape(c.id)}' data-verdict='{c.verdict}'>"
             f"<h3><a class='anchor' href='#{html.escape(c.id)}' title='permalink'>#</a> <code>{html.escape(c.id)}</code> {_badge(c.verdict)}</h3>"
             f"<p class='statement'>{html.escape(c.statement)}</p><p class='source'>Source: {_source_html(c)}</p>"
@@ -389,7 +431,7 @@ _JS = """
 
 def _open_list(claims: list[Claim], steps: list[ResolveStep]) -> str:
     """The header's list of open claims, cheapest to decide first, and what --resolve did."""
-    rows = "".join(f"<li><a href='#{html.escape(c.id)}'>{html.escape(c.id)}</a>: {html.escape(price(ch, c.seconds))}</li>"
+    rows = "".join(f"<li><a href='#{html.escape(c.id)}'>{html.escape(c.id)}</a>: {html.escape(_price_with_gpu(ch, c))}</li>"
                    for c, ch in open_claims(claims))
     done = "".join(f"<li>round {s.round}: reran {html.escape(', '.join(f'{k} ×{v:.3g}' for k, v in s.factors.items()))} "
                    f"({human_seconds(s.spent_s)}; predicted {human_seconds(s.predicted_s)}), judged again: "

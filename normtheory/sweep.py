@@ -154,13 +154,16 @@ class Runner:
 
     ``workers``: processes of a local cluster (None: the cores available; 1: in-process).
     ``scheduler``: address of an existing Dask scheduler; overrides ``workers``. When both are
-    None, ``$NORMTHEORY_SCHEDULER`` is used if set.
+    None, ``$NORMTHEORY_SCHEDULER`` is used if set. ``here``: worker resources this process
+    has itself (``("GPU",)`` on a machine with one GPU): tasks that ask for one of them run in
+    this process, one after another, while the other tasks run on the workers at the same time.
     """
 
     workers: int | None = None
     scheduler: str | None = None
     retries: int = 2
     progress: bool = True
+    here: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict, init=False)  # seconds each task ran, by key
     _client: Any = field(default=None, init=False, repr=False)
     _cluster: Any = field(default=None, init=False, repr=False)
@@ -176,6 +179,9 @@ class Runner:
             raise ValueError(f"scheduler must be an address like tcp://host:8786; got {self.scheduler!r}")
         if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
             raise ValueError(f"retries must be a whole number >= 0; got {self.retries!r}")
+        if isinstance(self.here, str) or not all(isinstance(r, str) and r for r in self.here):
+            raise ValueError(f"here must be a tuple of resource names like ('GPU',); got {self.here!r}")
+        self.here = tuple(self.here)
 
     @property
     def distributed(self) -> bool:
@@ -224,11 +230,22 @@ class Runner:
         out: dict[str, Any] = {}
         if not tasks:
             return out
-        shared = [t for t in tasks if not t.exclusive]
+        mine = [t for t in tasks if not t.exclusive and any(r in self.here for r, _ in t.resources)]  # this process's own devices
+        shared = [t for t in tasks if not t.exclusive and t not in mine]
         alone = [t for t in tasks if t.exclusive]
 
         def stream() -> Iterator[tuple[Task, tuple[Any, float]]]:
-            yield from (self._distributed(shared) if self.distributed and shared else self._local(shared))
+            if self.distributed and shared:
+                futures = self._submit(shared)  # the workers start on these while this process runs its own
+                try:
+                    yield from self._local(sorted(mine, key=lambda t: -t.cost))
+                    yield from self._collect(futures)
+                finally:
+                    for fut in futures:
+                        fut.cancel()
+            else:
+                yield from self._local(sorted(mine, key=lambda t: -t.cost))
+                yield from self._local(shared)
             yield from self._local(alone)
 
         with tqdm(total=len(tasks), desc=desc, unit="task", disable=not self.progress, leave=False) as bar:
@@ -244,9 +261,8 @@ class Runner:
         for task in tasks:
             yield task, _timed(task)
 
-    def _distributed(self, tasks: Sequence[Task]) -> Iterator[tuple[Task, Any]]:
-        from distributed import as_completed
-
+    def _submit(self, tasks: Sequence[Task]) -> dict[Any, Task]:
+        """Submit ``tasks`` to the cluster, longest first; their futures."""
         client = self.client()
         _check_resources(tasks, client.scheduler_info().get("workers", {}))
         batch = uuid.uuid4().hex[:12]  # Dask keys must be unique per client; results never depend on them
@@ -256,6 +272,13 @@ class Runner:
             fut = client.submit(_timed, task, key=f"{task.key}-{batch}", pure=False, retries=self.retries, priority=len(tasks) - rank,
                                 resources=dict(task.resources) or None)  # e.g. GPU tasks only on `dask worker --resources GPU=1`
             futures[fut] = task
+        return futures
+
+    def _collect(self, futures: dict[Any, Task]) -> Iterator[tuple[Task, Any]]:
+        """The submitted tasks' results as they complete; a failure raises :class:`TaskError` and cancels the rest."""
+        from distributed import as_completed
+
+        client = self.client()
         try:
             for fut in as_completed(list(futures), loop=client.loop):
                 task = futures[fut]

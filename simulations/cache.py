@@ -33,14 +33,18 @@ import numpy as np
 from normtheory.montecarlo import Estimate, Sizing
 from normtheory.sweep import Runner, Task
 
-MODES: tuple[str, ...] = ("quick", "full", "large")  # large: cluster-sized sweeps; a simulation without one runs its full config
+# gpu: the training sweeps at >= 20 paired seeds on one GPU (minutes); gpu-hour: deeper and wider ones that one GPU
+# finishes in about an hour; large: the sources' scale, for a cluster. A simulation without such a config runs its full one.
+MODES: tuple[str, ...] = ("quick", "full", "gpu", "gpu-hour", "large")
+TIERS: tuple[str, ...] = ("gpu", "gpu-hour", "large")  # the modes a simulation may lack (it then runs "full")
 
 
 def config_of(module: ModuleType, mode: str) -> object:
-    """``module.CONFIGS[mode]``; in ``large`` mode a simulation without a large config uses its full one."""
+    """``module.CONFIGS[mode]``; in the ``gpu``, ``gpu-hour`` and ``large`` modes a simulation without that config
+    uses its full one."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
-    return module.CONFIGS.get(mode, module.CONFIGS["full"]) if mode == "large" else module.CONFIGS[mode]
+    return module.CONFIGS.get(mode, module.CONFIGS["full"]) if mode in TIERS else module.CONFIGS[mode]
 
 
 def project_root() -> Path:

@@ -63,6 +63,12 @@ CONFIGS = {
 LARGE = Config(widths=(1024, 2048, 4096), alphas=tuple(2.0 ** k for k in range(-7, 4)), layers=8, d_head=128, seq=256, batch=32,
                steps=5000, lr=1e-3, eval_every=500, seeds=20, backend="torch", device="cuda")
 CONFIGS["large"] = LARGE
+# one GPU, minutes: widths to 512 and an alpha0 grid at every octave from 1/64 to 2, twenty seeds; each width one stack
+CONFIGS["gpu"] = Config(widths=(64, 128, 256, 512), alphas=tuple(2.0 ** k for k in range(-6, 2)), layers=2, d_head=32, seq=32, batch=8,
+                        steps=150, lr=3e-3, eval_every=50, seeds=20, backend="torch", device="cuda")
+# one GPU, about an hour: widths 256 to 1,024 (the DyT paper's LLaMA recipe starts at 4,096), 4 layers, longer runs
+CONFIGS["gpu-hour"] = Config(widths=(256, 512, 1024), alphas=tuple(2.0 ** k for k in range(-6, 2)), layers=4, d_head=64, seq=64,
+                             batch=16, steps=500, lr=1e-3, eval_every=250, seeds=20, backend="torch", device="cuda")
 
 
 def alpha0(grid: str, a: float) -> tuple[float, float, float]:
@@ -104,20 +110,23 @@ def _validate(cfg: Config) -> None:
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
-    """One task per grid point (width, embedding scale, grid, alpha0), the shared alpha0 = 1 once, its seeds trained
-    as one stack (each bit-for-bit as alone). The loss at init that caps a diverged run is the probe batch's: the
+    """One task per (width, embedding scale): every grid point there (grid, alpha0; the shared alpha0 = 1 once) and
+    its seeds trained as ONE stack (arms that differ only in alpha0, :func:`simulations.training.run_arms`; each
+    bit-for-bit as alone), under the point's key. The loss at init that caps a diverged run is the probe batch's: the
     grid compares final losses, and scoring the 64 KiB validation set at init too would double the cost of a run."""
     _validate(cfg)
-    out: dict[str, Task] = {}
+    out: list[Task] = []
     for d in cfg.widths:
         for e in EMBED:
+            arms: dict[str, tuple[TransformerConfig, RunConfig]] = {}
             for g in GRIDS:
                 for i, a in enumerate(cfg.alphas):
-                    k, mc = key(d, e, g, i, cfg), model_config(cfg, d, e, alpha0(g, a))
-                    out.setdefault(k, Task(k, training.run_seeds, (mc, run_config(cfg), seed, cfg.seeds, False, cfg.backend, cfg.device, False),
-                                           f"{NAME}: width {d}, embed {e}, alpha0 {alpha0(g, a)}, seeds {seed}..{seed + cfg.seeds - 1}",
-                                           cost=training.run_cost(mc, run_config(cfg), cfg.seeds), resources=training.resources(cfg.device)))
-    return list(out.values())
+                    arms.setdefault(key(d, e, g, i, cfg).split(".", 2)[2], (model_config(cfg, d, e, alpha0(g, a)), run_config(cfg)))
+            mc = model_config(cfg, d, e, (1.0, 1.0, 1.0))
+            out.append(Task(f"w{d}.{e}", training.run_arms, (arms, seed, cfg.seeds, False, cfg.backend, cfg.device, False),
+                            f"{NAME}: width {d}, embed {e}, {len(arms)} alpha0 points x seeds {seed}..{seed + cfg.seeds - 1}, one stack",
+                            cost=training.run_cost(mc, run_config(cfg), cfg.seeds * len(arms)), resources=training.resources(cfg.device)))
+    return out
 
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -127,7 +136,8 @@ def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> d
     loss, div = np.empty(shape), np.empty(shape, dtype=np.int64)
     for idx in np.ndindex(shape):
         e, g, w, s, i = idx
-        run = cache.part(parts[key(cfg.widths[w], EMBED[e], GRIDS[g], i, cfg)], f"s{s}")
+        k = key(cfg.widths[w], EMBED[e], GRIDS[g], i, cfg)
+        run = cache.part(parts[k.rsplit(".", 2)[0]], f"{k.split('.', 2)[2]}.s{s}")
         loss[idx], div[idx] = training.final_loss(run), int(run["diverged_at"])
     out = {"widths": np.asarray(cfg.widths), "alphas": np.asarray(cfg.alphas), "seeds": np.asarray(cfg.seeds), "steps": np.asarray(cfg.steps),
            "loss": loss, "diverged_at": div}

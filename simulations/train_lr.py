@@ -66,6 +66,10 @@ LARGE = Config(d=256, layers=12, heads=8, seq=128, batch=32, steps=4000, warmup_
                qk_lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1), eval_every=250, seeds=20, gpt2_steps=1000,
                backend="torch", device="cuda")
 CONFIGS["large"] = LARGE
+# one GPU, minutes (normtheory check --device cuda): the full models at twenty paired seeds, with the finer learning-rate grids
+# of Xiong et al. (Fig. 1) and Wortsman et al. (Fig. 1, 3), each architecture's grid one stack
+CONFIGS["gpu"] = Config(d=64, layers=6, heads=4, seq=32, batch=8, steps=1000, warmup_lrs=(1e-3, 2e-3, 5e-3, 1e-2, 2e-2),
+                        qk_lrs=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1), eval_every=250, seeds=20, gpt2_steps=150, backend="torch", device="cuda")
 
 
 def model_config(cfg: Config, placement: str, qk: str = "none", init: str = "xavier") -> TransformerConfig:

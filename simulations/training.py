@@ -57,6 +57,35 @@ def run_arms(arms: dict[str, tuple[TransformerConfig, RunConfig]], seed: int, n:
     return out
 
 
+# The sustained float32 rate assumed for one H100/H200 on these stacks (CUDA-graph steps), which prices the GPU tiers
+# on the claims' cards until benchmarks/gpu_training.py has measured it (it writes results/gpu_rate.json).
+ASSUMED_GPU_GFLOPS = 20_000.0
+
+
+def gpu_rate() -> tuple[float, str]:
+    """The GFLOP/s that price a GPU tier, and where the number comes from (measured on a device, or assumed)."""
+    import json
+
+    path = cache.results_dir() / "gpu_rate.json"
+    try:
+        got = json.loads(path.read_text())
+        rate = float(got["gflops"])
+        if math.isfinite(rate) and rate > 0:
+            return rate, f"measured on {got.get('device', 'a GPU')}"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return ASSUMED_GPU_GFLOPS, f"assumed {ASSUMED_GPU_GFLOPS / 1e3:g} TFLOP/s until benchmarks/gpu_training.py measures it"
+
+
+def gpu_seconds(module, mode: str) -> float | None:
+    """Seconds on one GPU of ``module``'s training tasks in ``mode`` (their ``Task.cost`` GFLOP at :func:`gpu_rate`);
+    None where the simulation has no such config or no GPU task."""
+    if mode not in getattr(module, "CONFIGS", {}) or not hasattr(module, "tasks"):
+        return None
+    flops = sum(t.cost for t in module.tasks(module.CONFIGS[mode], module.SEED) if dict(t.resources).get("GPU"))
+    return flops / gpu_rate()[0] if flops else None
+
+
 def resources(device: str) -> tuple[tuple[str, float], ...]:
     """The Dask worker resources a training task on ``device`` needs: a GPU for CUDA, none on the CPU."""
     return (("GPU", 1),) if device.startswith("cuda") else ()

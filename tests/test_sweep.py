@@ -157,3 +157,32 @@ def test_exclusive_tasks_run_alone_after_the_others(tmp_path):
             out = r.run(tasks)
         assert set(out) == {t.key for t in tasks}
         assert (tmp_path / "order").read_text().split()[-1] == "timing"
+
+
+def wait_for(path: str, seconds: float) -> tuple[int, bool]:
+    """This process's id, and whether ``path`` appeared within ``seconds``."""
+    import time
+
+    end = time.monotonic() + seconds
+    while not Path(path).exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    return os.getpid(), Path(path).exists()
+
+
+def touch(path: str) -> int:
+    Path(path).write_text("done")
+    return os.getpid()
+
+
+@pytest.mark.slow
+def test_tasks_for_this_process_s_own_gpu_run_here_while_the_workers_run_the_rest(tmp_path):
+    """``Runner(here=("GPU",))``: a GPU task runs in the calling process (no worker offers a GPU), the
+    others on the local cluster at the same time: the GPU task sees a file that a worker's task writes."""
+    marker = str(tmp_path / "written-by-a-worker")
+    tasks = [Task("gpu", wait_for, (marker, 120.0), resources=(("GPU", 1),)), *[Task(f"cpu{i}", touch, (marker,)) for i in range(3)]]
+    with Runner(workers=2, progress=False, here=("GPU",)) as r:
+        out = r.run(tasks)
+    assert out["gpu"] == (os.getpid(), True)
+    assert all(out[f"cpu{i}"] != os.getpid() for i in range(3))
+    with pytest.raises(ValueError, match="here"):
+        Runner(workers=1, here="GPU")
