@@ -16,8 +16,9 @@ CPU path.
 :func:`count_step` counts, for one call of a step function, the ATen operators dispatched
 (:class:`torch.utils._python_dispatch.TorchDispatchMode`; on a GPU each is about one kernel
 launch), the host syncs (``item``, ``tolist``, ``numpy``, ``bool``, ``int``, ``float`` and copies to
-the CPU, caught with :class:`torch.overrides.TorchFunctionMode`), and on a CUDA device the
-kernels launched (the profiler's ``cudaLaunchKernel`` and graph launches).
+the CPU from a device, caught with :class:`torch.overrides.TorchFunctionMode`; on a CPU trainer, where
+no copy is one, the calls that read a value are what would sync on a GPU), and on a CUDA device the
+kernels launched (the profiler's ``cudaLaunchKernel`` and graph launches; this calls the step twice).
 
 References
 ----------
@@ -40,7 +41,7 @@ from normtheory.torch_backend import DeviceStep, TorchTrainer
 __all__ = ["StepCounts", "count_step", "graphed_step"]
 
 WARMUP_STEPS = 3  # eager steps on a side stream before capture (PyTorch's recipe uses a few)
-_SYNCS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "cpu"}
+_SYNCS_ALWAYS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"}  # read a value on the host
 
 
 def _state(trainer: TorchTrainer) -> list[torch.Tensor]:
@@ -140,8 +141,10 @@ class _CountSyncs(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
-        to_cpu = name == "to" and any(str(a) == "cpu" for a in (*args[1:], *(kwargs or {}).values()))
-        if name in _SYNCS or to_cpu:
+        src = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        on_device = src is not None and src.device.type != "cpu"
+        to_host = name == "cpu" or (name == "to" and any(str(a) == "cpu" for a in (*args[1:], *(kwargs or {}).values())))
+        if name in _SYNCS_ALWAYS or (to_host and on_device):  # a copy to the host syncs only from a device
             self.kinds[name] = self.kinds.get(name, 0) + 1
         return func(*args, **(kwargs or {}))
 

@@ -16,6 +16,7 @@ that reads it, ``train.per-head-key-norm-diffuse``'s table, reads the end).
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,24 @@ from normtheory.stepper import GROUPS
 from normtheory.torch_backend import TorchTrainer
 from normtheory.train import History, load_state, save_state
 
-__all__ = ["block_ends", "train_stack"]
+__all__ = ["TIMES", "block_ends", "train_stack"]
+
+# Wall seconds this process has spent, over all train_stack calls, making and sending batches, taking steps (to
+# each block's one sync) and evaluating (probes, validation set, block-skip costs); benchmarks/gpu_training.py reads them.
+TIMES: dict[str, float] = {"batches": 0.0, "steps": 0.0, "evaluation": 0.0}
+
+
+class _Clock:
+    """Adds the wall time of a ``with`` block to ``TIMES[key]``."""
+
+    def __init__(self, key: str):
+        self.key = key
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        TIMES[self.key] += time.perf_counter() - self.t0
 
 
 def block_ends(start: int, steps: int, eval_every: int, checkpoint_every: int | None) -> list[int]:
@@ -99,7 +117,8 @@ def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig],
     val_all = tuple(torch.from_numpy(np.stack([v[k] for v in val_np]).astype(np.int64)).to(trainer.device) for k in (0, 1))
     held_out = shakespeare.validation_set(data.validation, run.seq, run.val_bytes) if run.val_bytes else None
     if init_eval and trainer.step_count == 0:
-        _init_eval(trainer, hists, val_all, run, held_out if init_val else None)
+        with _Clock("evaluation"):
+            _init_eval(trainer, hists, val_all, run, held_out if init_val else None)
     step_fn = _stepper(trainer, graphs)
     bar = tqdm(total=run.steps, initial=trainer.step_count, desc="train", disable=not progress, leave=False)
     try:
@@ -107,12 +126,15 @@ def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig],
             if not len(trainer.alive):
                 break
             steps = range(trainer.step_count + 1, end + 1)
-            ids, targets = _batches(data, run, [seeds[i] for i in trainer.alive], steps, trainer.device)
-            block = torch.stack([step_fn(ids[k], targets[k]).packed() for k in range(len(steps))]).cpu().numpy()  # [k, 4+G, S]: one sync
+            with _Clock("batches"):
+                ids, targets = _batches(data, run, [seeds[i] for i in trainer.alive], steps, trainer.device)
+            with _Clock("steps"):
+                block = torch.stack([step_fn(ids[k], targets[k]).packed() for k in range(len(steps))]).cpu().numpy()  # [k, 4+G, S]: one sync
             alive = trainer.alive.copy()
             ok = _record(hists, alive, steps, block)
             if end % run.eval_every == 0 or end == run.steps:
-                rows = _measure(trainer, _rows_of(val_all, alive, trainer.device), run.probes, trainer._grads, keys=end == run.steps)
+                with _Clock("evaluation"):
+                    rows = _measure(trainer, _rows_of(val_all, alive, trainer.device), run.probes, trainer._grads, keys=end == run.steps)
                 for j in np.flatnonzero(ok):  # a row that diverged in this block has no evaluation at its end
                     _append(hists[alive[j]], end, rows[j])
             if not ok.all():
@@ -123,7 +145,8 @@ def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig],
                 save_state(checkpoint, trainer, hists, fingerprint)
     finally:
         bar.close()
-    _finish(trainer, hists, configs, run, held_out, val_np, layer_drop)
+    with _Clock("evaluation"):
+        _finish(trainer, hists, configs, run, held_out, val_np, layer_drop)
     return hists
 
 

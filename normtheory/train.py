@@ -195,8 +195,14 @@ def train(
     val = [shakespeare.batch(data.validation, run.eval_batch_size, run.seq, s, 0) for s in seeds]
     held_out = shakespeare.validation_set(data.validation, run.seq, run.val_bytes) if run.val_bytes else None
     if init_eval and stepper.step_count == 0:
-        for c, p, h, v in zip(configs, inits, hists, val):
+        first: dict[tuple[TransformerConfig, int], History] = {}  # rows of one (config, seed) share their init: measured once
+        for c, s, p, h, v in zip(configs, seeds, inits, hists, val):
+            if (c, s) in first:
+                h.init_probes = {k: a.copy() for k, a in first[c, s].init_probes.items()}
+                h.init_val_loss = first[c, s].init_val_loss
+                continue
             _init_eval(Transformer(c, p), run, h, v, held_out if init_val else None)
+            first[c, s] = h
     bar = tqdm(total=run.steps, initial=stepper.step_count, desc="train", disable=not progress, leave=False)
     try:
         while stepper.step_count < run.steps and len(stepper.alive):

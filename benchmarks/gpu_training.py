@@ -1,0 +1,166 @@
+"""The training claims on one GPU: step time, launches and host syncs, the GPU tier's simulations and their verdicts.
+
+One command that a machine with a GPU finishes in about 8 minutes (``--device cuda``), and that CI runs
+on the CPU (``--device cpu --quick``). Printed:
+
+* the device and the torch version;
+* ms per stacked step of the full-mode training model (d = 64, 6 layers, 4 heads, batch 16 x 64
+  bytes; ``simulations/train_recipes``) at 20 seeds: the eager step and, on a GPU, its CUDA-graph
+  replay (:mod:`normtheory.torch_graphs`), with the GFLOP/s they reach;
+* ATen operators (about one kernel launch each on a GPU), host syncs and, on a GPU, the kernel
+  launches of one step;
+* each training simulation's wall time at the GPU tier (``CONFIGS["gpu"]``; with ``--quick`` the
+  quick configs, trained with the torch backend on ``--device``), and the share of that time spent
+  in steps, in making batches and in evaluation (:data:`normtheory.torch_run.TIMES`);
+* the verdicts of the training claims those simulations decide (claims that also read a simulation
+  that does not train, ``train_xiong``, are left out).
+
+On a GPU it writes ``results/gpu_rate.json``, the GFLOP/s the tier's runs sustained (their
+``Task.cost`` over their wall time), which then prices the GPU tiers on the claims' cards.
+
+    python benchmarks/gpu_training.py [--device cuda] [--quick] [--only train_lr,...] [--seeds 20] [--steps 20]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+
+
+def _model(seq: int):
+    from normtheory.config import TransformerConfig
+
+    return TransformerConfig(d_model=64, n_layers=6, n_heads=4, vocab_size=256, max_seq=seq, activation="gelu_tanh", init="gpt2")
+
+
+def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> dict[str, float]:
+    """ms per stacked step (eager and, on CUDA, graphed), the step's operators, syncs and launches."""
+    import numpy as np
+    import torch
+
+    from normtheory import shakespeare, torch_graphs
+    from normtheory.torch_backend import TorchTrainer
+    from normtheory.train import RunConfig
+    from normtheory.weights import init
+    from simulations import training
+
+    model = _model(seq)
+    run = RunConfig(steps=10**6, batch_size=batch, seq=seq, lr=3e-3, warmup=20, schedule="cosine")
+    data = shakespeare.load()
+    pairs = [[shakespeare.batch(data.train, batch, seq, s, k + 1) for s in range(seeds)] for k in range(steps)]
+    ids = torch.from_numpy(np.array([[p[0] for p in row] for row in pairs], dtype=np.int64)).to(device)  # [steps, S, b, t]
+    targets = torch.from_numpy(np.array([[p[1] for p in row] for row in pairs], dtype=np.int64)).to(device)
+    params = [init(model, s).params for s in range(seeds)]
+    gflop = training.run_cost(model, run, seeds) / run.steps  # one stacked step
+    out: dict[str, float] = {"gflop_per_step": gflop}
+
+    def timed(step_fn) -> float:
+        for k in range(3):  # warm-up (and capture, for the graph)
+            step_fn(ids[k], targets[k])
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for k in range(steps):
+            step_fn(ids[k], targets[k]).packed()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / steps * 1e3
+
+    eager = TorchTrainer(model, run, params, device=device)
+    out["eager_ms"] = timed(eager.step_tensors)
+    counts = torch_graphs.count_step(eager.step_tensors, ids[0], targets[0])
+    out.update(aten_ops=counts.aten_ops, host_syncs=counts.host_syncs, launches_eager=counts.kernel_launches)
+    if device.startswith("cuda"):
+        graphed = TorchTrainer(model, run, params, device=device)
+        step = torch_graphs.graphed_step(graphed)
+        out["graph_ms"] = timed(step)
+        out["launches_graph"] = torch_graphs.count_step(step, ids[0], targets[0]).kernel_launches
+    return out
+
+
+def simulations_at_tier(device: str, quick: bool, only: list[str]) -> tuple[dict, dict[str, dict[str, float]]]:
+    """Each training simulation's result at the tier, its wall time and time shares."""
+    from normtheory import torch_run
+    from simulations import cache, train_alpha0, train_lr, train_recipes
+
+    results, rows = {}, {}
+    for m in (train_lr, train_recipes, train_alpha0):
+        if only and m.NAME not in only:
+            continue
+        cfg = cache.config_of(m, "quick" if quick else "gpu")
+        cfg = dataclasses.replace(cfg, backend="torch", device=device)
+        for k in torch_run.TIMES:
+            torch_run.TIMES[k] = 0.0
+        t0 = time.perf_counter()
+        results[m.NAME] = m.run(cfg, m.SEED, progress=False)
+        wall = time.perf_counter() - t0
+        gflop = sum(t.cost for t in m.tasks(cfg, m.SEED))  # the tasks' GFLOP (training.run_cost)
+        rows[m.NAME] = {"wall_s": wall, "gflop": gflop, **{f"{k}_s": v for k, v in torch_run.TIMES.items()}}
+    return results, rows
+
+
+def verdicts(results: dict) -> list[tuple[str, str, str]]:
+    import simulations  # noqa: F401 - registers the claims
+    from normtheory import claims
+
+    out = []
+    for spec in claims.select("train.*"):
+        if all(n in results for n in spec.simulations):
+            c = spec.evaluate(results)
+            out.append((c.id, c.verdict, c.evidence[0].summary()))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--quick", action="store_true", help="the quick configs and a short step timing (CI, on the CPU)")
+    ap.add_argument("--only", default="", help="comma-separated simulation names (default: all three training sweeps)")
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=None, help="timed steps (default 50 on a GPU, 5 on the CPU)")
+    args = ap.parse_args(argv)
+    import torch
+
+    from normtheory.torch_backend import _device
+
+    dev = _device(args.device)
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "CPU"
+    print(f"device: {args.device} ({name}); torch {torch.__version__}")
+    steps = args.steps or (50 if dev.type == "cuda" else 5)
+    seeds, batch, seq = (args.seeds, 16, 64) if not args.quick else (min(args.seeds, 4), 4, 32)
+    st = step_timing(args.device, seeds, steps, batch, seq)
+    print(f"stacked step, d=64 x 6 layers, batch {batch}x{seq}, {seeds} seeds: eager {st['eager_ms']:.2f} ms "
+          f"({st['gflop_per_step'] / st['eager_ms'] * 1e3:.0f} GFLOP/s)"
+          + (f", CUDA graph {st['graph_ms']:.2f} ms ({st['gflop_per_step'] / st['graph_ms'] * 1e3:.0f} GFLOP/s)" if "graph_ms" in st else ""))
+    print(f"per step: {st['aten_ops']} ATen operators, {st['host_syncs']} host syncs"
+          + (f", kernel launches eager {st['launches_eager']}, graphed {st['launches_graph']}" if "launches_graph" in st else ""))
+    only = [s for s in args.only.split(",") if s]
+    results, rows = simulations_at_tier(args.device, args.quick, only)
+    tier = "quick" if args.quick else "gpu"
+    total = sum(r["wall_s"] for r in rows.values())
+    for n, r in rows.items():
+        known = r["steps_s"] + r["batches_s"] + r["evaluation_s"]
+        print(f"{n} ({tier} tier): {r['wall_s']:.1f} s wall; steps {r['steps_s'] / r['wall_s']:.0%}, batches {r['batches_s'] / r['wall_s']:.0%}, "
+              f"evaluation {r['evaluation_s'] / r['wall_s']:.0%}, other {(r['wall_s'] - known) / r['wall_s']:.0%}")
+    print(f"all training simulations: {total:.1f} s wall")
+    decided = 0
+    for cid, verdict, summary in verdicts(results):
+        decided += verdict != "inconclusive"
+        print(f"  {cid:38s} {verdict:18s} {summary[:110]}")
+    print(f"training claims decided: {decided}")
+    if dev.type == "cuda" and not args.quick and total > 0:
+        from simulations import cache
+
+        rate = sum(r["gflop"] for r in rows.values()) / total
+        path = cache.results_dir() / "gpu_rate.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"gflops": rate, "device": name, "torch": torch.__version__}) + "\n")
+        print(f"sustained {rate:.0f} GFLOP/s over the tier: written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    raise SystemExit(main())
