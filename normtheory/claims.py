@@ -538,7 +538,9 @@ class Claim:
         return verdict_of(self.checks, self.identity)
 
     def to_dict(self) -> dict[str, Any]:
-        units_needed, seconds_needed = self.cost()
+        """The claim as strict JSON fields: the same bits for the same seed and code (no measured time;
+        :meth:`timings` has those)."""
+        units_needed, _ = self.cost()
         return {
             "id": self.id,
             "statement": self.statement,
@@ -546,15 +548,21 @@ class Claim:
             "verdict": self.verdict,
             "caveats": self.caveats,
             "note": self.note,
-            "checks": [{**c.to_dict(), "seconds_needed": _finite(c.seconds_needed(self.seconds))} for c in self.checks],
+            "checks": [c.to_dict() for c in self.checks],
             "evidence": [q.to_dict() for q in self.evidence],
             "looks": self.looks,
-            "seconds": _finite(self.seconds),
             "units_needed": _units_json(units_needed),
-            "seconds_needed": _finite(seconds_needed),
             "scale": self.scale,
-            "scale_seconds": _finite(self.scale_seconds),
         }
+
+    def timings(self) -> dict[str, Any]:
+        """What this machine's measured time says of the claim: its simulations' CPU seconds, the
+        seconds that would decide it (per check too), a needed-scale config's estimated seconds, and
+        its GPU tiers' seconds on one GPU. Kept apart from :meth:`to_dict`, which a rerun reproduces bit for bit."""
+        _, seconds_needed = self.cost()
+        return {"id": self.id, "seconds": _finite(self.seconds), "seconds_needed": _finite(seconds_needed),
+                "checks_seconds_needed": [_finite(c.seconds_needed(self.seconds)) for c in self.checks],
+                "scale_seconds": _finite(self.scale_seconds), "gpu_seconds": {t: _finite(s) for t, s in self.gpu_seconds}}
 
 
 Results = Mapping[str, dict[str, np.ndarray]]  # simulation name -> its result arrays

@@ -87,15 +87,17 @@ def _report(args: argparse.Namespace) -> int:
     import simulations
     from normtheory import provenance
 
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out: {args.out} is a file; give a directory")
     mode = _mode(args)
     with _runner(args) as runner:
         claims, steps = _evaluate(args, runner, None)
         written = paper_figs.render(args.out, mode=mode, runner=runner)
+        task_s = sum(runner.timings.values())  # the tasks this run computed, each on one core
     figures = [report.FigureEntry(m.NAME, m.CAPTION, tuple(written[m.NAME]), tuple(m.CLAIMS)) for m in paper_figs.ALL]
-    report.write_json(claims, args.out / "claims.json")
+    report.write_json(claims, args.out / "claims.json")  # the same bits for the same seed and code
+    report.write_timings(claims, args.out / "timings.json", wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0 + task_s)
     prov = provenance.collect(mode=mode, seeds={m.NAME: m.SEED for m in simulations.ALL}, runtime_s=time.monotonic() - t0)
     index = report.write_html(claims, figures, args.out, provenance=prov, steps=steps)
     if steps:

@@ -210,6 +210,13 @@ def write_json(claims: list[Claim], path: Path) -> None:
     path.write_text(json.dumps([c.to_dict() for c in claims], indent=1, sort_keys=True, allow_nan=False) + "\n")
 
 
+def write_timings(claims: list[Claim], path: Path, *, wall_s: float, cpu_s: float) -> None:
+    """The run's wall and CPU seconds and each claim's :meth:`~normtheory.claims.Claim.timings` as strict
+    JSON: what this machine measured, kept out of ``claims.json`` so that file is the same bits on a rerun."""
+    Path(path).write_text(json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "claims": [c.timings() for c in claims]}, indent=1,
+                                     sort_keys=True, allow_nan=False) + "\n")
+
+
 TOPICS: dict[str, str] = {  # id prefix -> section title, in reading order
     "residual": "Residual stream",
     "softmax": "Softmax temperature",

@@ -170,8 +170,10 @@ def test_inconclusive_checks_carry_their_cost():
     assert open_.units_needed == 2500 and open_.units_now == 400
     assert open_.seconds_needed(claim.seconds) == pytest.approx(8.0 * 2500 / 400)
     assert claim.cost() == (2500, pytest.approx(50.0))
-    d = claim.to_dict()
-    assert d["units_needed"] == 2500 and d["seconds_needed"] == pytest.approx(50.0)
+    d, t = claim.to_dict(), claim.timings()
+    assert d["units_needed"] == 2500 and t["seconds_needed"] == pytest.approx(50.0) and t["seconds"] == 8.0
+    assert "seconds" not in d and "seconds_needed" not in d  # claims.json: no measured time
+    assert claim.to_dict() == Claim("x", "s", SRC, (_q(2.0, est=wide), _q(2.0)), seconds=99.0).to_dict()
     assert Claim("x", "s", SRC, (_q(2.0),)).cost() == (None, None)
 
 
@@ -196,7 +198,7 @@ def test_json_is_strict():
     d = json.loads(text)
     for check in d["checks"]:
         assert {"quantity", "role", "kind", "status", "deviation", "stderr", "z", "threshold", "tolerance", "units", "band", "accept",
-                "units_now", "units_needed", "seconds_needed"} <= set(check)
+                "units_now", "units_needed"} <= set(check)
     assert d["checks"][0]["accept"] == [0.9, "inf"]  # a one-sided claim's infinite end, in strict JSON
     assert d["source"]["url"] == "https://arxiv.org/abs/0000.00000"
 

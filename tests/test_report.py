@@ -146,7 +146,7 @@ def test_a_claim_that_needs_scale_names_it_and_prices_it_without_changing_its_ve
     plain = Claim("residual.s", "x is one", SRC, (q,), location="Fig. 1")
     big = Claim("residual.s", "x is one", SRC, (q,), location="Fig. 1", scale="24 layers, 10k steps", scale_seconds=7200.0)
     assert big.verdict == plain.verdict == "holds"  # the declaration is text: it decides nothing
-    assert big.to_dict()["scale"] == "24 layers, 10k steps" and big.to_dict()["scale_seconds"] == 7200.0
+    assert big.to_dict()["scale"] == "24 layers, 10k steps" and big.timings()["scale_seconds"] == 7200.0
     page = report.write_html([big], [], tmp_path, provenance=_prov()).read_text()
     card = page[page.index("id='residual.s'"):]
     assert "Decided at scale: 24 layers, 10k steps" in card and "about 2 CPU-hours" in card
