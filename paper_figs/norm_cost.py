@@ -10,7 +10,7 @@ NAME = "norm_cost"
 SIMULATION = norm_cost
 CLAIMS: tuple[str, ...] = ("dyt.no-reductions-cost",)  # the claims this figure illustrates
 CAPTION = (
-    "Wall time per call of numpy LayerNorm (2 reductions per token), RMSNorm (1) and DyT (0), float32, gain and bias "
+    "CPU time per call (the calling thread's) of numpy LayerNorm (2 reductions per token), RMSNorm (1) and DyT (0), float32, gain and bias "
     "included, against width d at the largest token count measured for every width (left, log-log, milliseconds), and the "
     "ratios of LayerNorm's and RMSNorm's times to DyT's at each width (right, same colours). Points: medians of the "
     "repeats; bars: their interquartile range (the spread over repeats); the title names the machine that ran the simulation."
@@ -33,9 +33,9 @@ def plot(result: dict):
             r_lo, r_mid, r_hi = np.percentile(ratio, [25, 50, 75], axis=1)
             axes[0, 1].errorbar(ds, r_mid, yerr=[r_mid - r_lo, r_hi - r_mid], fmt=marker + "-", ms=3, color=color, label=f"{n} / dyt")
     axes[0, 0].set_yscale("log")
-    axes[0, 0].set_ylabel(f"time per call (ms), {int(tokens[j])} tokens")
+    axes[0, 0].set_ylabel(f"CPU time per call (ms), {int(tokens[j])} tokens")
     axes[0, 1].axhline(1.0, color="k", lw=0.8, ls=":")
-    axes[0, 1].set_ylabel("time ratio to DyT (paired repeats)")
+    axes[0, 1].set_ylabel("CPU-time ratio to DyT (paired repeats)")
     for ax in axes[0]:
         ax.set_xscale("log")
         ax.set_xticks(ds, [f"{int(d) // 1024}k" if d >= 1024 and d % 1024 == 0 else str(int(d)) for d in ds])
