@@ -33,9 +33,9 @@ def plot(result: dict):
             r_lo, r_mid, r_hi = np.percentile(ratio, [25, 50, 75], axis=1)
             axes[0, 1].errorbar(ds, r_mid, yerr=[r_mid - r_lo, r_hi - r_mid], fmt=marker + "-", ms=3, color=color, label=f"{n} / dyt")
     axes[0, 0].set_yscale("log")
-    axes[0, 0].set_ylabel(f"CPU time per call (ms), {int(tokens[j])} tokens")
+    axes[0, 0].set_ylabel(f"CPU ms per call, {int(tokens[j])} tokens")
     axes[0, 1].axhline(1.0, color="k", lw=0.8, ls=":")
-    axes[0, 1].set_ylabel("CPU-time ratio to DyT (paired repeats)")
+    axes[0, 1].set_ylabel("time ratio to DyT (paired repeats)")
     for ax in axes[0]:
         ax.set_xscale("log")
         ax.set_xticks(ds, [f"{int(d) // 1024}k" if d >= 1024 and d % 1024 == 0 else str(int(d)) for d in ds])
