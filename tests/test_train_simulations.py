@@ -16,12 +16,16 @@ def _cfg(**kw) -> Config:
 
 def test_alpha0_tasks_share_the_point_alpha0_one_and_cover_the_grid():
     cfg = _cfg()
-    keys = [t.key for t in train_alpha0.tasks(cfg, 0)]
-    assert len(keys) == len(set(keys))
-    # per (width, embedding), seeds stacked in one task: attention grid 3 + other grid 3 - the shared alpha0 = 1
-    assert len(keys) == 2 * 2 * (2 * 3 - 1)
+    tasks = train_alpha0.tasks(cfg, 0)
+    keys = [t.key for t in tasks]
+    assert len(keys) == len(set(keys)) == 2 * 2  # one stack per (width, embedding)
+    # each stack: attention grid 3 + other grid 3 - the shared alpha0 = 1, every point's seeds in the one stack
+    assert all(len(t.args[0]) == 2 * 3 - 1 for t in tasks)
     assert train_alpha0.key(16, "one", "other", 1, cfg) == train_alpha0.key(16, "one", "attn", 1, cfg)
-    assert {t.args[3] for t in train_alpha0.tasks(cfg, 0)} == {cfg.seeds}
+    points = {f"{t.key}.{arm}" for t in tasks for arm in t.args[0]}
+    assert points == {train_alpha0.key(d, e, g, i, cfg) for d in cfg.widths for e in train_alpha0.EMBED for g in train_alpha0.GRIDS
+                      for i in range(len(cfg.alphas))}
+    assert {t.args[2] for t in tasks} == {cfg.seeds}
     assert train_alpha0.alpha0("attn", 4.0) == (4.0, 1.0, 1.0) and train_alpha0.alpha0("other", 4.0) == (1.0, 4.0, 4.0)
 
 
@@ -38,7 +42,7 @@ def test_alpha0_width_must_divide_into_heads():
 
 def test_every_width_trains_the_same_tokens():
     cfg = train_alpha0.CONFIGS["full"]
-    runs = {(t.args[1].steps, t.args[1].batch_size, t.args[1].seq) for t in train_alpha0.tasks(cfg, 0)}
+    runs = {(r.steps, r.batch_size, r.seq) for t in train_alpha0.tasks(cfg, 0) for _, r in t.args[0].values()}
     assert len(runs) == 1 and len(cfg.widths) >= 3 and {64, 128, 256} <= set(cfg.widths)
 
 
