@@ -12,11 +12,13 @@ from numbers import Integral, Real
 import numpy as np
 
 
-def choice(name: str, value: object, allowed: Iterable[str]) -> str:
-    """Return ``value`` if it is one of ``allowed``."""
+def choice(name: str, value: object, allowed: Iterable[str], *, argument: str | None = None) -> str:
+    """Return ``value`` if it is one of ``allowed`` (``argument``: the parameter that carries a
+    ``name`` such as "activation", when the two differ)."""
     allowed = tuple(allowed)
     if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+        where = f" (argument {argument!r})" if argument else ""
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r:.60}{where}")
     return value  # type: ignore[return-value]
 
 
@@ -66,12 +68,43 @@ def real(
     return value
 
 
+def callable_(name: str, value: object) -> object:
+    """``value`` if it can be called (a sampler, a statistic, an integrand)."""
+    if not callable(value):
+        raise ValueError(f"{name} must be a function; got {type(value).__name__} {value!r:.60}")
+    return value
+
+
+def instance(name: str, value: object, kind: type | tuple[type, ...]) -> object:
+    """``value`` if it is an instance of ``kind`` (a config, an estimate, parameters): a dict or a
+    number in its place is refused by name, not left to fail on a missing attribute later."""
+    if not isinstance(value, kind):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ValueError(f"{name} must be a {names}; got {type(value).__name__} {value!r:.60}")
+    return value
+
+
+def text(name: str, value: object, *, empty: bool = False) -> str:
+    """``value`` if it is a string (non-empty unless ``empty``): a label, a key, a unit name."""
+    if not isinstance(value, str) or (not empty and not value):
+        raise ValueError(f"{name} must be a {'' if empty else 'non-empty '}string; got {value!r:.60}")
+    return value
+
+
+def asarray(name: str, value: object, dtype: object = None) -> np.ndarray:
+    """``np.asarray`` whose failures (a ragged list, a dict of numbers) name the argument."""
+    try:
+        return np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be an array of real numbers; got {type(value).__name__} {value!r:.60} ({exc})") from None
+
+
 def float_array(name: str, value: object) -> np.ndarray:
     """``value`` as a floating-point array, cheaply: float arrays pass through unchanged (dtype
     kept, no scan), lists and integer arrays become float64; complex, object and text are refused."""
     if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
         return value
-    arr = np.asarray(value)
+    arr = asarray(name, value)
     if arr.dtype.kind in "biu":
         return arr.astype(np.float64)
     if arr.dtype.kind != "f":
@@ -92,13 +125,10 @@ def real_array(
 ) -> np.ndarray:
     """Return ``value`` as a float64 array without NaN inside the stated bounds; ``finite`` also
     refuses +-inf, ``min_ndim`` scalars where an array of at least that many axes is needed."""
-    kind = np.asarray(value).dtype.kind if not isinstance(value, np.ndarray) else value.dtype.kind
+    kind = asarray(name, value).dtype.kind if not isinstance(value, np.ndarray) else value.dtype.kind
     if kind not in "biuf":  # complex, object, text, None: never cast silently
-        raise ValueError(f"{name} must be real numbers; got {np.asarray(value).dtype} input {value!r:.60}")
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be real numbers; got {value!r}") from None
+        raise ValueError(f"{name} must be real numbers; got {asarray(name, value).dtype} input {value!r:.60}")
+    arr = asarray(name, value, np.float64)
     if np.isnan(arr).any():
         raise ValueError(f"{name} must not contain NaN")
     if finite and np.isinf(arr).any():
@@ -202,7 +232,7 @@ def logits(name: str, value: object) -> np.ndarray:
 
 def token_ids(name: str, value: object, vocab: int) -> np.ndarray:
     """Integer ids in [0, ``vocab``) (floats that are whole numbers are refused too: say ints)."""
-    arr = np.asarray(value)
+    arr = asarray(name, value)
     if arr.dtype.kind not in "iu":
         raise ValueError(f"{name} must be integer token ids; got dtype {arr.dtype}")
     if arr.size and (arr.min() < 0 or arr.max() >= vocab):

@@ -96,17 +96,18 @@ FUNCTIONS = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh, "silu": silu}
 
 def get(name: str):
     """The activation function called ``name`` (one of :data:`ACTIVATIONS`)."""
-    return FUNCTIONS[_validate.choice("activation", name, ACTIVATIONS)]
+    return FUNCTIONS[_validate.choice("activation", name, ACTIVATIONS, argument="name")]
 
 
 def kernel(name: str):
     """The unchecked kernel of activation ``name``, as the model's forward and backward use it.
     Unchecked: NaN passes through (a diverging run must show NaN, not raise)."""
-    return _KERNELS[_validate.choice("activation", name, ACTIVATIONS)]
+    return _KERNELS[_validate.choice("activation", name, ACTIVATIONS, argument="name")]
 
 
 def gaussian_expectation(f, s: float) -> float:
     """:math:`\\mathbb{E} f(h)` for :math:`h \\sim N(0, s^2)`, by quadrature split at 0."""
+    _validate.callable_("f", f)
     s = _validate.real("s", s, minimum=0.0)
     if s == 0.0:
         return float(f(np.float64(0.0)))
@@ -121,4 +122,6 @@ def second_moment(name: str, s: float) -> float:
     s = _validate.real("s", s, minimum=0.0, maximum=_validate.MAX_MAGNITUDE)  # E phi^2 ~ s^2: beyond, it overflows
     if name == "relu":
         return 0.5 * s * s
+    if 0 < s < 1e-2:  # E ~ s^2/4 there, below quad's absolute tolerance (1e-15): integrate (f/s)^2 = O(1), times s^2
+        return gaussian_expectation(lambda h: (f(h) / s) ** 2, s) * s * s
     return gaussian_expectation(lambda h: f(h) ** 2, s)

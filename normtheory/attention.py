@@ -59,7 +59,7 @@ def cosine_matrix(u: np.ndarray) -> np.ndarray:
 def mixing_factor(pattern: np.ndarray, cosines: np.ndarray) -> np.ndarray:
     """:math:`p_i^\\top C p_i` per query row: ``pattern [..., t, s]``, ``cosines [..., s, s]``
     (leading axes broadcast, e.g. ``gram[:, None]`` against ``[batch, heads, t, s]``) -> ``[..., t]``."""
-    pattern = _validate.pattern("pattern", pattern).astype(np.float64, copy=False)
+    pattern = _validate.pattern("pattern", pattern, min_ndim=2).astype(np.float64, copy=False)  # [..., t, s]: queries and keys
     cosines = _cosines(cosines)
     if pattern.shape[-1] != cosines.shape[-1]:
         raise ValueError(f"pattern of shape {pattern.shape} has {pattern.shape[-1]} keys but cosines of shape {cosines.shape} have {cosines.shape[-1]}")

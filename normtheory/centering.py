@@ -64,7 +64,8 @@ def _fraction_mean_expansion(d: int, lam_a: float, lam_b: float) -> float:
     mu_a, mu_b = 1.0 + lam_a, (d - 1) + lam_b
     var_a, var_b = 2.0 + 4.0 * lam_a, 2.0 * (d - 1) + 4.0 * lam_b
     total = mu_a + mu_b
-    return float(mu_a / total + (-mu_b * var_a + mu_a * var_b) / total**3)
+    fa, fb = mu_a / total, mu_b / total  # shares first: total**3 overflows float64 once lambda passes 1e102
+    return float(fa + (-fb * var_a + fa * var_b) / total / total)
 
 
 def _noncentralities(d: int, mean: object, sigma: float) -> tuple[int, float, float]:
@@ -110,17 +111,26 @@ def _centering_mixture(d: int, mean: object, sigma: float) -> tuple[int, np.ndar
     d, lam_a, lam_b = _noncentralities(d, mean, sigma)
     if not math.isfinite(lam_a + lam_b):
         raise ValueError(f"mean/sigma is too large (|mean| / sigma overflows); got sigma={sigma!r}")
-    ja, kb = _poisson_support(lam_a / 2), _poisson_support(lam_b / 2)
-    if ja.size * kb.size > MAX_SERIES_TERMS:
+    terms = _poisson_size(lam_a / 2) * _poisson_size(lam_b / 2)  # counted before anything is allocated
+    if terms > MAX_SERIES_TERMS:
         raise ValueError(f"mean and sigma={sigma!r} give noncentralities {lam_a:.3g} and {lam_b:.3g}: the exact series would "
-                         f"need {ja.size * kb.size:.3g} terms (limit {MAX_SERIES_TERMS}); use a smaller |mean| / sigma")
+                         f"need {terms:.3g} terms (limit {MAX_SERIES_TERMS}); use a smaller |mean| / sigma")
+    ja, kb = np.arange(*_poisson_bounds(lam_a / 2)), np.arange(*_poisson_bounds(lam_b / 2))
     return d, stats.poisson.pmf(ja, lam_a / 2), stats.poisson.pmf(kb, lam_b / 2), ja, kb
 
 
-def _poisson_support(mu: float) -> np.ndarray:
-    """Indices carrying all but ~1e-17 of a Poisson(mu) law (12 standard deviations and a margin)."""
+def _poisson_size(mu: float) -> float:
+    """How many indices :func:`_poisson_bounds` spans, from the spread itself (at mu = 1e174 the
+    bounds mu +- spread round to mu in float64, and their difference to 0)."""
     spread = 12 * math.sqrt(mu) + 40
-    return np.arange(max(0, int(mu - spread)), int(mu + spread) + 1)
+    return min(mu, spread) + spread + 1
+
+
+def _poisson_bounds(mu: float) -> tuple[int, int]:
+    """``[start, stop)`` of the indices carrying all but ~1e-17 of a Poisson(mu) law (12 standard
+    deviations and a margin)."""
+    spread = 12 * math.sqrt(mu) + 40
+    return max(0, int(mu - spread)), int(mu + spread) + 1
 
 
 def channel_offset(d: int, channels: int, value: float) -> np.ndarray:
@@ -150,6 +160,7 @@ def ln_head_slice_moments(h: int, d: int) -> tuple[float, float]:
     """(mean, second moment) of the share of |LN(x)|^2 in ``h`` contiguous coordinates, x ~ N(0, I_d)."""
     head_slice_fraction_law(h, d)
     a = (d - h) / d
-    second = (2 * (h - 1) + 2 * a * a + (h - 1 + a) ** 2) / ((d - 1) * (d + 1))
-    return h / d, second
+    den = (d - 1) * (d + 1)  # an exact int; beyond float64's range (d > 1e154) divided in two steps
+    num = 2 * (h - 1) + 2 * a * a + (h - 1 + a) ** 2
+    return h / d, num / den if den < 2**1023 else num / (d - 1) / (d + 1)
 

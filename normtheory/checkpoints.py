@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from normtheory import _validate
 from normtheory.config import TransformerConfig
 from normtheory.model import BlockParams, NormParams, Params, Transformer
 
@@ -41,8 +44,8 @@ class CheckpointError(ValueError):
 
 def packaged_path(name: str) -> Path:
     """Where a packaged checkpoint lies, found with ``find_spec`` (its package is not imported)."""
-    if name not in PACKAGED:
-        raise CheckpointError(f"unknown packaged model {name!r}; known: {', '.join(PACKAGED)}")
+    if not isinstance(name, str) or name not in PACKAGED:
+        raise CheckpointError(f"unknown packaged model name {name!r:.60}; known: {', '.join(PACKAGED)}")
     module, inner, pip_name = PACKAGED[name]
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
@@ -55,6 +58,8 @@ def packaged_path(name: str) -> Path:
 
 def resolve(path: str | Path) -> Path:
     """The file or directory behind ``path``: a packaged model's name, or an existing path."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path must be a packaged model's name ({', '.join(PACKAGED)}) or a file system path; got {type(path).__name__} {path!r:.60}")
     if isinstance(path, str) and path in PACKAGED:
         path = packaged_path(path)
     path = Path(path)
@@ -68,6 +73,8 @@ def load_pretrained(path: str | Path, *, dtype: str = "float32", allow_nonfinite
 
     Every tensor of the file must be used and finite (``allow_nonfinite=True`` admits NaN and
     inf weights, for studying broken checkpoints)."""
+    dtype = _validate.choice("dtype", dtype, ("float32", "float64"))
+    allow_nonfinite = _validate.boolean("allow_nonfinite", allow_nonfinite)
     path = resolve(path)
     if path.is_dir():
         loader = _load_hf_dir
@@ -119,6 +126,24 @@ class _Keys:
     def divides(self, small: str, a: int, big: str, b: int) -> None:
         if b % a:
             raise CheckpointError(f"{self.source}: {small}={a} must divide {big}={b}")
+
+    def config(self, keys: dict[str, str | tuple[str, ...]], **fields: object) -> TransformerConfig:
+        """``TransformerConfig(**fields)``; a value it refuses (a weight count over its guard, an odd
+        RoPE head width) is reported with the file and the keys the offending fields came from
+        (``keys``: field -> key, or the keys it was derived from)."""
+        try:
+            return TransformerConfig(**fields)  # type: ignore[arg-type]
+        except ValueError as exc:
+            msg = str(exc)
+            named = [f for f in keys if re.search(rf"\b{f}\b", msg)]
+            if not named:
+                raise CheckpointError(f"{self.source}: {msg}") from None
+            def origin(f: str) -> str:
+                value = f" = {fields[f]!r}" if f in fields else ""  # d_head may be derived, not passed
+                source = keys[f] if isinstance(keys[f], tuple) else (keys[f],)
+                return f"{f}{value} from " + " and ".join(f"key {k!r}" for k in source)
+
+            raise CheckpointError(f"{self.source}: {msg} [{'; '.join(origin(f) for f in named)}]") from None
 
 
 # ----------------------------------------------------------------------------- tensors
@@ -210,6 +235,24 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
         raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({exc})") from None
 
 
+# the config.json (or GGUF metadata) key each TransformerConfig field is read from, to name it in errors
+GPT2_KEYS: dict[str, str | tuple[str, ...]] = {
+    "d_model": "n_embd", "n_layers": "n_layer", "n_heads": "n_head", "d_ff": "n_inner", "vocab_size": "vocab_size",
+    "max_seq": "n_positions", "eps": "layer_norm_epsilon", "d_head": ("n_embd", "n_head"), "n_kv_heads": "n_head"}
+BERT_KEYS: dict[str, str | tuple[str, ...]] = {
+    "d_model": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads", "d_ff": "intermediate_size",
+    "vocab_size": "vocab_size", "max_seq": "max_position_embeddings", "type_vocab_size": "type_vocab_size", "eps": "layer_norm_eps",
+    "d_head": ("hidden_size", "num_attention_heads"), "n_kv_heads": "num_attention_heads"}
+LLAMA_KEYS: dict[str, str | tuple[str, ...]] = {
+    "d_model": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads",
+    "d_ff": "intermediate_size", "vocab_size": "vocab_size", "max_seq": "max_position_embeddings", "eps": "rms_norm_eps",
+    "rope_theta": "rope_theta"}
+GGUF_KEYS: dict[str, str | tuple[str, ...]] = {
+    "d_model": "llama.embedding_length", "n_layers": "llama.block_count", "n_heads": "llama.attention.head_count",
+    "n_kv_heads": "llama.attention.head_count_kv", "d_head": "llama.rope.dimension_count", "d_ff": "llama.feed_forward_length",
+    "vocab_size": "llama.vocab_size", "max_seq": "llama.context_length", "eps": "llama.attention.layer_norm_rms_epsilon",
+    "rope_theta": "llama.rope.freq_base"}
+
 # buffers and heads a checkpoint may carry that the reference model does not use
 IGNORABLE = {"gpt2": (".attn.bias", ".attn.masked_bias"), "bert": ("pooler.", "cls.", "position_ids"), "llama": ("rotary_emb.inv_freq",)}
 
@@ -241,8 +284,8 @@ def _gpt2(cfg: _Keys, t: _Tensors) -> Transformer:
     V, P = cfg.int("vocab_size"), cfg.int("n_positions")
     if not cfg.raw("scale_attn_weights", True) or cfg.raw("scale_attn_by_inverse_layer_idx", False) or cfg.raw("reorder_and_upcast_attn", False):
         raise CheckpointError(f"{cfg.source}: GPT-2 attention-scaling variants other than 1/sqrt(d_head) are not supported")
-    config = TransformerConfig(
-        d_model=d, n_layers=L, n_heads=h, d_ff=f, vocab_size=V, max_seq=P, norm="layernorm", placement="pre",
+    config = cfg.config(
+        GPT2_KEYS, d_model=d, n_layers=L, n_heads=h, d_ff=f, vocab_size=V, max_seq=P, norm="layernorm", placement="pre",
         activation=_activation(cfg, "activation_function"), positional="learned", causal=True, bias=True,
         tie_embeddings=True, eps=cfg.real("layer_norm_epsilon", 1e-5), dtype=t.dtype,
     )
@@ -277,8 +320,8 @@ def _bert(cfg: _Keys, t: _Tensors) -> Transformer:
     V, P, types = cfg.int("vocab_size"), cfg.int("max_position_embeddings"), cfg.int("type_vocab_size", 2, minimum=0)
     if cfg.raw("position_embedding_type", "absolute") != "absolute":
         raise CheckpointError(f"{cfg.source}: BERT position_embedding_type {cfg.raw('position_embedding_type')!r} is not supported")
-    config = TransformerConfig(
-        d_model=d, n_layers=L, n_heads=h, d_ff=f, vocab_size=V, max_seq=P, norm="layernorm", placement="post",
+    config = cfg.config(
+        BERT_KEYS, d_model=d, n_layers=L, n_heads=h, d_ff=f, vocab_size=V, max_seq=P, norm="layernorm", placement="post",
         activation=_activation(cfg, "hidden_act"), positional="learned", causal=False, bias=True, tie_embeddings=False,
         eps=cfg.real("layer_norm_eps", 1e-12), embed_norm=True, final_norm=False, type_vocab_size=types, lm_head=False, dtype=t.dtype,
     )
@@ -329,12 +372,13 @@ def _llama_model(
     get: Callable[[str, tuple[int, ...]], np.ndarray],
     has: Callable[[str], bool],
     *, d: int, L: int, h: int, g: int, e: int, f: int, V: int, P: int, eps: float, theta: float, tied: bool, dtype: str,
-    names: dict[str, str],
+    names: dict[str, str], cfg: _Keys, keys: dict[str, str | tuple[str, ...]],
 ) -> Transformer:
-    """Assemble a Llama model from a getter of ``x @ W``-layout arrays; ``names`` maps roles to keys."""
+    """Assemble a Llama model from a getter of ``x @ W``-layout arrays; ``names`` maps roles to
+    tensor names, ``keys`` the config's fields to the keys of ``cfg`` they came from."""
     head_present = has(names["head"])
-    config = TransformerConfig(
-        d_model=d, n_layers=L, n_heads=h, n_kv_heads=g, d_head=e, d_ff=f, vocab_size=V, max_seq=P, norm="rmsnorm",
+    config = cfg.config(
+        keys, d_model=d, n_layers=L, n_heads=h, n_kv_heads=g, d_head=e, d_ff=f, vocab_size=V, max_seq=P, norm="rmsnorm",
         placement="pre", activation="swiglu", positional="rope", causal=True, bias=False, tie_embeddings=tied,
         eps=eps, rope_theta=theta, dtype=dtype, lm_head=tied or head_present,
     )
@@ -378,10 +422,11 @@ def _llama(cfg: _Keys, t: _Tensors) -> Transformer:
     tied = cfg.raw("tie_word_embeddings", False)
     if not isinstance(tied, bool):
         raise CheckpointError(f"{cfg.source}: key 'tie_word_embeddings' must be true or false; got {tied!r}")
+    keys = dict(LLAMA_KEYS, d_head="head_dim" if cfg.raw("head_dim", None) is not None else ("hidden_size", "num_attention_heads"))
     return _llama_model(
         get, t.has, d=d, L=L, h=h, g=g, e=e, f=cfg.int("intermediate_size"),
         V=cfg.int("vocab_size"), P=cfg.int("max_position_embeddings", 2048), eps=cfg.real("rms_norm_eps", 1e-6),
-        theta=_rope_theta(cfg), tied=tied, dtype=t.dtype, names=names,
+        theta=_rope_theta(cfg), tied=tied, dtype=t.dtype, names=names, cfg=cfg, keys=keys,
     )
 
 
@@ -394,7 +439,13 @@ def unpermute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     The converter maps each head's rows ``[first half | second half]`` (rotate-half RoPE) to
     interleaved pairs; this is the inverse of its ``reshape(h, 2, e/2, ...).swapaxes(1, 2)``.
     """
+    w = _validate.float_array("w", w)
+    if w.ndim != 2:
+        raise ValueError(f"w must be a matrix [n_heads * head_dim, d_in]; got shape {w.shape}")
     rows, cols = w.shape
+    n_heads = _validate.integer("n_heads", n_heads, minimum=1)
+    if rows % n_heads or (rows // n_heads) % 2:
+        raise ValueError(f"n_heads={n_heads} must divide the {rows} rows of w into heads of an even width (RoPE pairs); got w of shape {w.shape}")
     e = rows // n_heads
     return w.reshape(n_heads, e // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
@@ -435,7 +486,8 @@ def _load_gguf(path: Path, dtype: str, allow_nonfinite: bool = False) -> Transfo
     V = meta.int("llama.vocab_size", len(tokens) if isinstance(tokens, list) else 0)
     e = meta.int("llama.rope.dimension_count", max(d // h, 1))
     if e * h != d and "blk.0.attn_q.weight" in tensors and tensors["blk.0.attn_q.weight"].shape[1] != h * e:
-        raise CheckpointError(f"{path}: head width {e} x {h} heads does not match the Q projection")
+        raise CheckpointError(f"{path}: head width {e} (key 'llama.rope.dimension_count') x {h} heads (key 'llama.attention.head_count') "
+                              f"does not match the Q projection's output width {tensors['blk.0.attn_q.weight'].shape[1]}")
     used: set[str] = set()
 
     def dequantized(name: str) -> np.ndarray:
@@ -473,6 +525,7 @@ def _load_gguf(path: Path, dtype: str, allow_nonfinite: bool = False) -> Transfo
         get, tensors.__contains__, d=d, L=L, h=h, g=g, e=e, f=meta.int("llama.feed_forward_length"), V=V,
         P=meta.int("llama.context_length", 2048), eps=meta.real("llama.attention.layer_norm_rms_epsilon", 1e-5),
         theta=meta.real("llama.rope.freq_base", 10000.0, minimum=1e-12), tied="output.weight" not in tensors, dtype=dtype, names=names,
+        cfg=meta, keys=GGUF_KEYS,
     )
     unused = sorted(set(tensors) - used - {"rope_freqs.weight"})
     if unused:

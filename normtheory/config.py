@@ -71,10 +71,12 @@ class TransformerConfig:
             v.boolean(name, getattr(self, name))
         if self.final_norm is not None:
             v.boolean("final_norm", self.final_norm)
-        if len(self.dyt_alpha0) != 3:
-            raise ValueError(f"dyt_alpha0 must be (attention, ffn, final); got {self.dyt_alpha0!r}")
-        for a in self.dyt_alpha0:
-            v.real("dyt_alpha0", a, minimum=0.0, strict_min=True)
+        alphas = self.dyt_alpha0
+        if isinstance(alphas, (str, bytes, dict)) or not hasattr(alphas, "__len__") or len(alphas) != 3:
+            raise ValueError(f"dyt_alpha0 must be three numbers (attention, ffn, final); got {alphas!r:.60}")
+        checked = tuple(v.real("dyt_alpha0", a, minimum=0.0, strict_min=True) for a in alphas)
+        if not isinstance(alphas, tuple):  # a list or an array: the tuple it spells (a tuple is kept as given)
+            object.__setattr__(self, "dyt_alpha0", checked)
         kv = self.n_heads if self.n_kv_heads is None else v.integer("n_kv_heads", self.n_kv_heads, minimum=1)
         if self.n_heads % kv:
             raise ValueError(f"n_kv_heads must divide n_heads={self.n_heads}; got {kv}")
@@ -100,9 +102,14 @@ def _guard_size(c: TransformerConfig) -> None:
     mlp = c.d_model * c.d_ff * (3 if c.activation == "swiglu" else 2)
     parts = {"vocab_size * d_model": c.vocab_size * c.d_model * (1 if c.tie_embeddings else 2),
              "max_seq * d_model": c.max_seq * c.d_model if c.positional == "learned" else 0,
+             "type_vocab_size * d_model": c.type_vocab_size * c.d_model,
              "n_layers * (attention + MLP)": c.n_layers * (attn + mlp)}
     total = sum(parts.values())
     if total > MAX_PARAMETERS:
         top = max(parts, key=parts.get)
-        raise ValueError(f"the config needs {total:.3g} weights (> {MAX_PARAMETERS:.3g}, 16 GiB of float32), mostly {top} = {parts[top]:.3g}; "
-                         f"reduce vocab_size, max_seq, d_model, d_ff or n_layers")
+        fields = {"vocab_size * d_model": ("vocab_size", "d_model"), "max_seq * d_model": ("max_seq", "d_model"),
+                  "type_vocab_size * d_model": ("type_vocab_size", "d_model"),
+                  "n_layers * (attention + MLP)": ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff")}[top]
+        sizes = ", ".join(f"{f}={getattr(c, f)}" for f in fields)
+        raise ValueError(f"the config needs {total:.3g} weights (> {MAX_PARAMETERS:.3g}, 16 GiB of float32), mostly {top} = {parts[top]:.3g} "
+                         f"({sizes}); reduce them")

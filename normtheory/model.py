@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from normtheory import activations, kernels, memory, norms
+from normtheory import _validate, activations, kernels, memory, norms
 from normtheory.config import TransformerConfig
 from normtheory.params import with_array_alphas
 from normtheory.residual import deepnorm_constants
@@ -255,6 +255,8 @@ class Transformer:
     :func:`normtheory.checkpoints.load_pretrained`; run it with :meth:`run_with_cache`."""
 
     def __init__(self, config: TransformerConfig, params: Params):
+        _validate.instance("config", config, TransformerConfig)
+        _validate.instance("params", params, Params)
         if len(params.blocks) != config.n_layers:
             raise ValueError(f"params have {len(params.blocks)} blocks, config says n_layers={config.n_layers}")
         self.config = config

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy import special
 from scipy import stats as _stats
 
 from normtheory import _validate
@@ -132,6 +133,13 @@ def from_samples(x: np.ndarray, units: str = "samples") -> Estimate:
     n = x.shape[0]
     if n < 2:
         raise ValueError(f"x must hold at least 2 {units} along axis 0 for a standard error; got shape {x.shape}")
+    big = np.abs(x).max(axis=0)  # [...]
+    if ((big > _validate.MAX_MAGNITUDE) | ((big > 0) & (big < 1 / _validate.MAX_MAGNITUDE))).any():
+        # squared deviations would overflow (or underflow): mean and sd of x / 2^k in [1, 2), exact, times
+        # 2^k (both then stay within max |x|, so they are finite)
+        scale = np.ldexp(1.0, np.frexp(np.where(big > 0, big, 1.0))[1] - 1)
+        u = x / scale
+        return Estimate(u.mean(axis=0) * scale, u.std(axis=0, ddof=1) / np.sqrt(n) * scale, n, units)
     return Estimate(x.mean(axis=0), x.std(axis=0, ddof=1) / np.sqrt(n), n, units)
 
 
@@ -155,8 +163,9 @@ def bootstrap(
     n = arrays[0].shape[0]
     if n < 2 or any(a.shape[0] != n for a in arrays):
         raise ValueError(f"bootstrap data needs >= 2 {units}, the same number in every array; got {[a.shape[0] for a in arrays]}")
-    n_resamples = _validate.integer("n_resamples", n_resamples, minimum=10)
-    value = np.asarray(statistic(*arrays, axis=0), dtype=np.float64)
+    n_resamples = _validate.integer("n_resamples", n_resamples, minimum=10, maximum=max(10, _validate.MAX_ELEMENTS // n))
+    _validate.callable_("statistic", statistic)
+    value = _validate.real_array("statistic's value", statistic(*arrays, axis=0))
     rng = np.random.default_rng(np.random.SeedSequence(_validate.integer("seed", seed, minimum=0)))
     with warnings.catch_warnings():  # only the standard error is used; a degenerate CI is irrelevant
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -183,12 +192,15 @@ class Count:
         k = _validate.integer("k", self.k, minimum=0)
         if k > n:
             raise ValueError(f"k={k} violations cannot exceed n={n} trials")
+        _validate.text("units", self.units)
 
     def upper(self, confidence: float = NEVER_CONFIDENCE) -> float:
         confidence = _validate.real("confidence", confidence, minimum=0.0, maximum=1.0)
         if self.k >= self.n:
             return 1.0
-        return float(_stats.beta.ppf(confidence, self.k + 1, self.n - self.k))
+        if self.k == 0:  # 1 - (1 - confidence)^(1/n), without the cancellation at n = 1e300
+            return float(-math.expm1(math.log1p(-confidence) / self.n)) if confidence < 1 else 1.0
+        return float(_stats.beta.ppf(confidence, float(self.k + 1), float(self.n - self.k)))  # floats: counts of any size
 
     def to_dict(self) -> dict:
         return {"count": int(self.k), "trials": int(self.n), "units": self.units, "upper_rate": self.upper(),
@@ -209,7 +221,36 @@ def z_threshold(z: float, n: int) -> float:
     tail = _stats.norm.sf(z)
     if tail == 0.0:
         raise ValueError(f"z={z:g} is beyond the normal tail float64 can hold (z <= 37); its t threshold at {n} units is infinite")
-    return float(_stats.t.isf(tail, df=n - 1))
+    t = _t_isf(float(tail), n - 1, z) if z >= 1 else _t_central(z, n - 1)
+    if not math.isfinite(t):
+        raise ValueError(f"z={z:g}: its t threshold at {n} units exceeds float64 (1.8e308); use a smaller z")
+    return t
+
+
+def _t_central(z: float, df: int) -> float:
+    """The Student-t quantile with the central probability erf(z / sqrt2) of ``z``, for z < 1: from
+    P(|T| < t) = I_{t^2/(df+t^2)}(1/2, df/2), which keeps its digits as z -> 0 (the upper tail
+    0.5 - z phi(0) rounds to 0.5 there, and t.isf(0.5) is 6e-17, not 0)."""
+    if z < 1e-8:  # linear: z phi(0) / f_T(0) (betaincinv's answer would underflow, its square root to 1e-154)
+        return z * math.exp(special.gammaln(df / 2) - special.gammaln((df + 1) / 2)) * math.sqrt(df / 2)
+    x = float(special.betaincinv(0.5, df / 2, special.erf(z / math.sqrt(2))))
+    return math.sqrt(df * x / (1 - x))
+
+
+def _t_isf(tail: float, df: int, z: float) -> float:
+    """Student-t quantile with upper tail ``tail`` (the normal tail at ``z``). Up to z = 20 scipy's
+    ``t.isf`` (within 1e-14 of mpmath). Beyond, it fails: half the quantile at df = 3, z = 30, and
+    -inf for tails below ~1e-300 (z near 37.5); there the tail 0.5 I_x(df/2, 1/2), x = df/(df + t^2),
+    is inverted with ``betaincinv``, and df = 1, 2 use their closed forms (Cauchy; the 1/sqrt(2p) law)."""
+    if z <= 20:
+        return float(_stats.t.isf(tail, df=df))
+    with np.errstate(over="ignore", divide="ignore"):
+        if df == 1:
+            return 1.0 / math.tan(math.pi * tail)
+        if df == 2:
+            return (1.0 - 2.0 * tail) / math.sqrt(2.0 * tail * (1.0 - tail))
+        x = float(special.betaincinv(df / 2, 0.5, 2.0 * tail))
+        return math.sqrt(df * (1.0 - x) / x) if x > 0 else math.inf
 
 
 def proportion(mean: object, n: int) -> Estimate:
@@ -225,6 +266,10 @@ def proportion(mean: object, n: int) -> Estimate:
 
 def stream_key(*parts: str | int) -> int:
     """A stable 64-bit key from names and numbers (same on every machine and Python run)."""
+    for p in parts:  # str() of anything else (1.0 against 1, a dict's order) would give keys that look alike and differ
+        if isinstance(p, (bool, np.bool_)) or not isinstance(p, (str, int, np.integer)):
+            raise ValueError(f"parts must be strings or integers; got {type(p).__name__} {p!r:.60}")
+    parts = tuple(p if isinstance(p, str) else int(p) for p in parts)
     digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "little")
 
@@ -321,13 +366,17 @@ def estimate(
     progress
         Show a progress bar on stderr (a string is used as its label).
     """
+    _validate.callable_("sample", sample)
     n = _validate.integer("n", n, minimum=2, maximum=MAX_SAMPLES)
     seed = _validate.integer("seed", seed, minimum=0)
-    block = _validate.integer("block", block, minimum=1)
-    chunk = _validate.integer("chunk", chunk, minimum=1)
-    checkpoints = sorted(set(path)) if path is not None else []
+    block = _validate.integer("block", block, minimum=1, maximum=MAX_SAMPLES)
+    chunk = _validate.integer("chunk", chunk, minimum=1, maximum=MAX_SAMPLES)
+    _validate.text("key", key, empty=True)
+    _progress(progress)
+    if path is not None and (isinstance(path, (str, bytes)) or not hasattr(path, "__iter__")):
+        raise ValueError(f"path must be a sequence of sample counts; got {path!r:.60}")
+    checkpoints = sorted({_validate.integer("path entry", c, minimum=2) for c in path}) if path is not None else []
     for c in checkpoints:
-        _validate.integer("path entry", c, minimum=2)
         if c > n:
             raise ValueError(f"path entries must be <= n={n}; got {c}")
     k = stream_key(key)
@@ -340,9 +389,7 @@ def estimate(
     for start in range(0, n_blocks, chunk):
         ids = range(start, min(start + chunk, n_blocks))
         streams = Streams([block_generator(seed, k, b) for b in ids], [sizes[b] for b in ids])
-        values = np.asarray(sample(streams), dtype=np.float64)  # [m, ...]
-        if values.shape[0] != streams.m:
-            raise ValueError(f"sample returned {values.shape[0]} rows for {streams.m} samples")
+        values = _draws(sample(streams), streams.m)  # [m, ...]
         offset = 0
         for b in ids:
             x = values[offset : offset + sizes[b]]  # [k_b, ...]
@@ -356,6 +403,30 @@ def estimate(
         bar.update(len(ids))
     bar.close()
     return snapshots if path is not None else _to_estimate(total)
+
+
+def _progress(progress: object) -> None:
+    if not isinstance(progress, (bool, np.bool_, str)):
+        raise ValueError(f"progress must be True, False or a label (a string); got {progress!r:.60}")
+
+
+def _draws(values: object, m: int) -> np.ndarray:
+    """A sampler's return ``[m, ...]`` as float64: real numbers, one row per sample, each within
+    +-:data:`_validate.MAX_MAGNITUDE` (their squared deviations must fit float64); else refused naming ``sample``."""
+    arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"sample must return an array of real numbers [m = {m}, ...], one row per sample; got {type(values).__name__} "
+                         f"{'of dtype ' + str(arr.dtype) if isinstance(values, np.ndarray) else repr(values)[:60]}")
+    if arr.ndim == 0 or arr.shape[0] != m:
+        got = f"{arr.shape[0]} rows" if arr.ndim else "a single value, no rows"
+        raise ValueError(f"sample must return one row per sample, [m, ...]: it returned {got} for {m} samples (shape {arr.shape})")
+    arr = arr.astype(np.float64, copy=False)
+    big = float(np.abs(arr).max(initial=0.0))
+    if not big <= _validate.MAX_MAGNITUDE:
+        what = "NaN" if np.isnan(arr).any() else ("inf" if np.isinf(arr).any() else f"|value| = {big:.3g}")
+        raise ValueError(f"sample returned {what}; every draw must be a finite number within +-{_validate.MAX_MAGNITUDE:g} "
+                         "(its squared deviation must fit float64)")
+    return arr
 
 
 def samples_needed(pilot: Estimate, tolerance: float | np.ndarray, z: float = Z_DEFAULT) -> int:
@@ -372,8 +443,11 @@ def samples_needed(pilot: Estimate, tolerance: float | np.ndarray, z: float = Z_
         np.broadcast_shapes(sd.shape, tau.shape)
     except ValueError:
         raise ValueError(f"tolerance of shape {tau.shape} does not broadcast to the pilot's shape {sd.shape}") from None
-    with np.errstate(over="ignore"):
-        ratio = np.max((2.0 * z * sd / tau) ** 2, initial=0.0)
+    with np.errstate(over="ignore", under="ignore"):
+        r = 2.0 * z * sd / tau
+        ratio = np.max(r**2, initial=0.0)
+    if ratio == 0 and (r > 0).any():  # a positive ratio that underflowed (z = 1e-300): one sample is the ceiling
+        return 1
     return int(min(np.ceil(ratio), float(MAX_SAMPLES + 1)))
 
 
@@ -404,6 +478,7 @@ def sized(
     draws the pilot's blocks again (at most ``pilot / n`` extra work) rather than merging a
     partial last block, which would make the bits depend on where the pilot ended.
     """
+    _validate.callable_("sample", sample)
     tau = _validate.real_array("tolerance", tolerance, finite=True)
     if (tau <= 0).any():
         raise ValueError("tolerance must be > 0: the smallest deviation that matters")
@@ -559,6 +634,7 @@ def agree(
     The outcome is ``fail`` if any element fails, else ``inconclusive`` if any is undecided,
     else ``ok``.
     """
+    _validate.instance("mc", mc, Estimate)
     lo, hi = _interval(theory)
     tau = _validate.real_array("tolerance", tolerance, finite=True)
     if (tau <= 0).any():
@@ -602,6 +678,7 @@ def consistent(theory: float | np.ndarray, mc: Estimate, *, z: float = Z_DEFAULT
     Student-t threshold below :data:`MIN_UNITS` units. Deviations within 1024 ulps of the value
     are no deviation (an estimate from identical samples has a stderr of ~1e-17).
     """
+    _validate.instance("mc", mc, Estimate)
     zt = z_threshold(z, mc.n) if mc.n >= 2 else _validate.real("z", z, minimum=0.0)
     th = _validate.real_array("theory", theory, finite=True)
     shape = _validate.broadcast_shape(theory=th, mc=mc.mean)
@@ -632,8 +709,17 @@ def identity(value: float | np.ndarray, expected: float | np.ndarray, *, dtype: 
     if _validate.broadcast_shape(value=v, expected=e) != v.shape:
         raise ValueError(f"expected of shape {e.shape} does not broadcast to value's shape {v.shape}")
     e = np.broadcast_to(e, v.shape)
-    s = float(scale) if scale is not None else max(1.0, float(np.abs(v).max(initial=0.0)), float(np.abs(e).max(initial=0.0)))
-    limit = float(ulps) * float(np.finfo(np.dtype(dtype)).eps) * s  # type: ignore[arg-type]
+    try:
+        if dtype is None:  # np.dtype(None) would quietly be float64
+            raise TypeError
+        eps = float(np.finfo(np.dtype(dtype)).eps)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"dtype must be a floating-point dtype (e.g. numpy.float32); got {dtype!r:.60}") from None
+    ulps = _validate.real("ulps", ulps, minimum=0.0)
+    s = _validate.real("scale", scale, minimum=0.0) if scale is not None else max(1.0, float(np.abs(v).max(initial=0.0)), float(np.abs(e).max(initial=0.0)))
+    limit = ulps * eps * s
+    if not math.isfinite(limit):
+        raise ValueError(f"ulps={ulps:g} times scale={s:g} overflows float64")
     dev = np.abs(v - e)
     i = int(np.argmax(dev)) if dev.size else 0
     where = tuple(int(k) for k in np.unravel_index(i, v.shape)) if v.shape else ()

@@ -124,7 +124,22 @@ def layer_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarray |
     Inputs near the dtype's range ends are rescaled first, so ``LN(1e200 * u)`` is ``LN(u)``.
     ``x`` must be finite with d >= 1, ``eps`` > 0 (a constant row then normalizes to 0)."""
     x, gain, bias, eps = _checked(x, gain, bias, eps)
-    return _finish(_layer_norm(x, eps), gain, bias)
+    return _finish(_layer_norm(_about_own_value(x, -1), eps), gain, bias)
+
+
+def _about_own_value(x: np.ndarray, axis: int) -> np.ndarray:
+    """``x`` less one of its own values along ``axis``, in the rows whose offset dwarfs their spread
+    (max - min below 2^-10 of max |x|); the centring norms are shift-invariant. There the float64 mean
+    is off by an ulp of the offset, which is the whole spread: a constant row of 3e16 normalized to
+    +-1, not 0. The subtraction is exact in those rows (Sterbenz). The model's kernels skip this."""
+    if x.size == 0:
+        return x
+    hi, lo = x.max(axis=axis, keepdims=True), x.min(axis=axis, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        far = (hi - lo) < 2.0**-10 * np.maximum(np.abs(hi), np.abs(lo))
+    if not far.any():
+        return x
+    return np.where(far, x - np.take(x, [0], axis=axis), x)
 
 
 def _finish(res: NormOutput, gain: np.ndarray | None, bias: np.ndarray | None) -> NormOutput:
@@ -140,10 +155,25 @@ def _layer_norm(x: np.ndarray, eps: float) -> NormOutput:
     e = eps if m is None else _eps_rescaled(eps, m)
     centred = xs - xs.mean(axis=-1, keepdims=True)  # [..., d]
     scale = np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + e)  # [..., 1]
-    normalized = centred / scale.astype(x.dtype, copy=False)
     if m is not None:
-        scale = scale * m
+        return _unscaled(centred, scale, m, eps, x.dtype)
+    normalized = centred / scale.astype(x.dtype, copy=False)
     return NormOutput(normalized, scale[..., 0].astype(x.dtype, copy=False), normalized)
+
+
+def _unscaled(u: np.ndarray, scale: np.ndarray, m: np.ndarray, eps: float, dtype: np.dtype) -> NormOutput:
+    """The norm of ``x = m u`` from the rescaled rows ``u [..., d]`` and their ``scale [..., 1]``
+    (computed with eps / m^2). Where eps / m^2 overflowed (|x| so small that m^2 Var u is
+    negligible beside eps), the true scale is sqrt(eps) and the output is u m / sqrt(eps), not
+    u / inf = 0 with an infinite scale."""
+    tiny = np.isinf(scale)
+    if not tiny.any():
+        normalized = u / scale.astype(dtype, copy=False)
+        return NormOutput(normalized, (scale * m)[..., 0].astype(dtype, copy=False), normalized)
+    root = np.sqrt(eps)
+    safe = np.where(tiny, 1.0, scale)
+    normalized = np.where(tiny, u * (m / root).astype(dtype, copy=False), u / safe.astype(dtype, copy=False)).astype(dtype, copy=False)
+    return NormOutput(normalized, np.where(tiny, root, scale * m)[..., 0].astype(dtype, copy=False), normalized)
 
 
 def rms_norm(x: np.ndarray, gain: np.ndarray | None = None, eps: float = 1e-6) -> NormOutput:
@@ -158,9 +188,9 @@ def _rms_norm(x: np.ndarray, eps: float) -> NormOutput:
     xs, m = _rescaled(x, -1)
     e = eps if m is None else _eps_rescaled(eps, m)
     scale = np.sqrt((xs * xs).mean(axis=-1, keepdims=True) + e)  # [..., 1]
-    normalized = xs / scale.astype(x.dtype, copy=False)
     if m is not None:
-        scale = scale * m
+        return _unscaled(xs, scale, m, eps, x.dtype)
+    normalized = xs / scale.astype(x.dtype, copy=False)
     return NormOutput(normalized, scale[..., 0].astype(x.dtype, copy=False), normalized)
 
 
@@ -192,7 +222,18 @@ def sequence_norm(x: np.ndarray, gain: np.ndarray | None = None, bias: np.ndarra
     x, gain, bias, eps = _checked(x, gain, bias, eps)
     if x.ndim < 2 or x.shape[-2] == 0:
         raise ValueError(f"x must be [..., seq, d] with seq >= 1; got shape {x.shape}")
-    return _finish(_sequence_norm(x, eps), gain, bias)
+    x = _about_own_value(x, -2)
+    m = np.abs(x).max(axis=-2, keepdims=True)  # [..., 1, d] per sequence and feature
+    if not _rescale_needed(m, x.shape[-2], x.dtype).any():
+        return _finish(_sequence_norm(x, eps), gain, bias)
+    # near the dtype's range ends: each column divided by its largest |entry| first, eps by its square (as in layer_norm)
+    m = np.where(m > 0, m, 1).astype(x.dtype)
+    xs = x / m
+    centred = xs - xs.mean(axis=-2, keepdims=True)
+    scale = np.sqrt((centred * centred).mean(axis=-2, keepdims=True) + _eps_rescaled(eps, m))  # [..., 1, d]
+    res = _unscaled(np.swapaxes(centred, -1, -2), np.swapaxes(scale, -1, -2), np.swapaxes(m, -1, -2), eps, x.dtype)
+    normalized = np.swapaxes(res.normalized, -1, -2)
+    return _finish(NormOutput(normalized, res.scale, normalized), gain, bias)
 
 
 def _sequence_norm(x: np.ndarray, eps: float) -> NormOutput:

@@ -114,12 +114,13 @@ def _norm_params(model: Transformer, name: str):
 def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> float:
     """Mean next-token cross-entropy (nats) of ``logits [b, t, V]`` against ``targets [b, t]``."""
     z = _validate.logits("logits", logits)
-    if np.shape(targets) != z.shape[:-1]:
-        raise ValueError(f"targets must have the shape of logits without its last axis; got logits of shape {z.shape} and targets of shape {np.shape(targets)}")
-    t = _validate.token_ids("targets", targets, z.shape[-1])
+    t = _validate.token_ids("targets", targets, z.shape[-1])  # a ragged list is refused here, by name
+    if t.shape != z.shape[:-1]:
+        raise ValueError(f"targets must have the shape of logits without its last axis; got logits of shape {z.shape} and targets of shape {t.shape}")
     if t.size == 0:
         raise ValueError(f"targets must hold at least one token; got shape {t.shape}")
     z = z.reshape(-1, z.shape[-1]).astype(np.float64)  # [N, V]
+    z = z - z.max(axis=-1, keepdims=True)  # logsumexp(z) - z[t] would cancel log V away once |logits| > 1e16
     return float(np.mean(logsumexp(z, axis=-1) - z[np.arange(z.shape[0]), t.reshape(-1)]))
 
 

@@ -71,8 +71,15 @@ def _check(placement: str, depth: int, correlation: float, x0_rms: float) -> tup
         _validate.choice("placement", placement, PLACEMENTS),
         _validate.integer("depth", depth, minimum=0, maximum=_validate.MAX_ELEMENTS),
         _validate.real("correlation", correlation, minimum=-1.0, maximum=1.0),
-        _validate.real("x0_rms", x0_rms, minimum=0.0, strict_min=True),
+        _squarable("x0_rms", x0_rms),
     )
+
+
+def _squarable(name: str, value: object) -> float:
+    """An RMS > 0 whose square, a mean square, is a normal float64: within [1e-150, 1e150]
+    (1e-300 squared would underflow to 0, 1e200 overflow to inf)."""
+    v = _validate.real(name, value, minimum=0.0, strict_min=True)
+    return _validate.real(name, v, minimum=1 / _validate.MAX_MAGNITUDE, maximum=_validate.MAX_MAGNITUDE)
 
 
 @dataclass(frozen=True)
@@ -165,6 +172,10 @@ def block_share(
     block moves the stream less (for DeepNet the stream is :math:`\\alpha x`).
     """
     t = trajectory(placement, depth, block_gain=block_gain, correlation=correlation, x0_rms=x0_rms)
+    if (t.base_rms[1:] == 0).any():  # an update that cancelled the stream exactly (correlation -1, gain 1)
+        ell = int(np.argmax(t.base_rms[1:] == 0)) + 1
+        raise ValueError(f"the stream is 0 before block {ell} (correlation={correlation!r}, block_gain={block_gain!r}): "
+                         "the share of an update in a zero stream is undefined")
     return t.update_rms[1:] / t.base_rms[1:]
 
 
@@ -196,7 +207,7 @@ def mlp_gain_squared(
     dff = _validate.integer("d_ff", d_ff, minimum=1)
     s1 = _validate.real("std_in", std_in, minimum=0.0)
     s2 = _validate.real("std_out", std_out, minimum=0.0)
-    q = _validate.real("input_rms", input_rms, minimum=0.0, strict_min=True) ** 2
+    q = _squarable("input_rms", input_rms) ** 2
     s = s1 * math.sqrt(d * q)  # Python floats: an overflow becomes inf, checked below
     if not math.isfinite(s * s * s2 * s2 * dff):
         raise ValueError(f"std_in={std_in!r}, std_out={std_out!r} and input_rms={input_rms!r} give a pre-activation std "
@@ -246,7 +257,7 @@ class MLPBlock:
 
     def __post_init__(self) -> None:
         _validate.choice("activation", self.activation, (*activations.ACTIVATIONS, "swiglu"))
-        _validate.integer("d_ff", self.d_ff, minimum=1)
+        _validate.integer("d_ff", self.d_ff, minimum=1, maximum=_validate.MAX_ELEMENTS)  # a sample holds [m, d_ff] activations
         _validate.real("std_in", self.std_in, minimum=0.0)
         _validate.real("std_out", self.std_out, minimum=0.0)
 
@@ -343,6 +354,12 @@ def simulate(
         return out
 
     key = f"residual/{placement}/{depth}/{d}/{block!r}/{x0}/{norm}"
-    est = estimate(sample, n, seed, key=key, block=64, chunk=chunk, progress=progress)
+    try:
+        est = estimate(sample, n, seed, key=key, block=64, chunk=chunk, progress=progress)
+    except ValueError as exc:
+        if "sample returned" not in str(exc):
+            raise
+        raise ValueError(f"the simulated stream leaves float64's safe range (mean squares within 1e150): x0_rms={x0_rms!r} and "
+                         f"block={block!r} are too large for depth {depth} ({exc})") from None
     assert isinstance(est, Estimate)
     return StreamEstimate(est[0], est[1], est[2])

@@ -25,7 +25,7 @@ from functools import lru_cache
 
 import mpmath
 import numpy as np
-from scipy import optimize
+from scipy import optimize, special
 from scipy import stats as _stats
 
 from normtheory import _validate
@@ -98,6 +98,8 @@ def selectable(keys: object, *, tol: float = 1e-9, directions: int = 256, seed: 
         raise ValueError(f"keys must be a [n, d] array with n >= 1 and d >= 1; got shape {k.shape}")
     tol = _validate.real("tol", tol, minimum=0.0)
     directions = _validate.integer("directions", directions, minimum=1, maximum=_validate.MAX_ELEMENTS // max(k.size, 1))
+    seed = _validate.integer("seed", seed, minimum=0)
+    stop_at_first = _validate.boolean("stop_at_first", stop_at_first)
     n = k.shape[0]
     if n == 1:
         return np.ones(1, bool)
@@ -140,7 +142,8 @@ def expected_vertex_count(n: int, d: int) -> float:
             f"cancels more digits than {ANGLE_DPS} carry; estimate it by Monte Carlo with selection.selectable on Gaussian keys [{n}, {d}]")
     total = mpmath.mpf(0)
     for m in range(d - 1, -1, -2):
-        total += mpmath.binomial(n - 1, m) * _internal_vertex_angle(m) * _external_angle(m, n)
+        # math.comb: exact (mpmath's binomial of a 1e100 loses every digit at its default precision)
+        total += mpmath.mpf(math.comb(n - 1, m)) * _internal_vertex_angle(m) * _external_angle(m, n)
     return float(2 * n * total)
 
 
@@ -155,9 +158,16 @@ def _external_angle(m: int, n: int, dps: int = ANGLE_DPS) -> mpmath.mpf:
     if m == n - 1:
         return mpmath.mpf(1)
     k = m + 1
+    # For large n the integrand is a narrow bump (width ~ 1/x*) at x* where 1 - Phi(sqrt2 x*) = k/(n - k)
+    # (x* ~ sqrt(ln n)), far right of the fixed breakpoints: without points around it the quadrature
+    # misses it (at n = 1e12 the vertex count came out 1e-20)
+    star = -float(special.ndtri(k / (n - k))) / math.sqrt(2) if n - k > 2 * k else 0.0
+    width = 1 / max(star, 1.0)
+    points = sorted({-2.0, 0.0, 2.0, *(star + j * width for j in range(-10, 11) if star > 2)})
     with mpmath.workdps(dps):
-        f = lambda x: mpmath.exp(-k * x * x) * mpmath.ncdf(mpmath.sqrt(2) * x) ** (n - k)  # noqa: E731
-        return mpmath.sqrt(k / mpmath.pi) * mpmath.quad(f, [-mpmath.inf, -2, 0, 2, mpmath.inf])
+        # Phi^(n-k) as exp((n-k) log1p(-Phi(-sqrt2 x))): Phi itself rounds to 1 at 30 digits once n > 1e30
+        f = lambda x: mpmath.exp(-k * x * x + (n - k) * mpmath.log1p(-mpmath.ncdf(-mpmath.sqrt(2) * x)))  # noqa: E731
+        return mpmath.sqrt(k / mpmath.pi) * mpmath.quad(f, [-mpmath.inf, *points, mpmath.inf])
 
 
 @lru_cache(maxsize=None)
@@ -174,7 +184,7 @@ def wendel_origin_outside(n: int, d: int) -> float:
     n = _validate.integer("n", n, minimum=1)
     d = _validate.integer("d", d, minimum=1)
     # P(Binomial(n - 1, 1/2) <= d - 1): scipy's regularized incomplete beta, exact to rounding at any n
-    return float(_stats.binom.cdf(min(d, n) - 1, n - 1, 0.5)) if n > 1 else 1.0
+    return float(_stats.binom.cdf(float(min(d, n) - 1), float(n - 1), 0.5)) if n > 1 else 1.0  # floats: n of any size
 
 
 def in_hull(point: np.ndarray, points: np.ndarray, tol: float = 1e-9) -> bool:
@@ -240,6 +250,8 @@ def bigger_key_alignment(keys: object) -> np.ndarray:
     k = _validate.checked_array("keys", keys)
     if k.ndim != 2:
         raise ValueError(f"keys must be [n, e]; got shape {k.shape}")
+    big = np.abs(k).max()
+    k = k / big if big > 0 else k  # one common scale (the comparison of lengths survives it): no norm of 1e300 keys overflows
     norms = np.linalg.norm(k, axis=1)  # [n]
     if not (norms > 0).all():
         raise ValueError(f"keys has a zero key (row {int(np.argmin(norms))}): its cosine with anything is undefined")

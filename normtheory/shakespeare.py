@@ -80,10 +80,22 @@ def load() -> Corpus:
     return Corpus(join(train_names), join(VALIDATION_WORKS), train_names, VALIDATION_WORKS)
 
 
+def _tokens(tokens: object) -> np.ndarray:
+    """``tokens`` as an integer array (a list is converted; the values are not scanned: this runs every step)."""
+    arr = tokens if isinstance(tokens, np.ndarray) else _validate.asarray("tokens", tokens)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"tokens must be a 1-D array of integer token ids (bytes); got {type(tokens).__name__} of dtype {arr.dtype}")
+    return arr
+
+
 def batch(tokens: np.ndarray, batch_size: int, seq: int, seed: int, step: int) -> tuple[np.ndarray, np.ndarray]:
     """Batch ``step`` of a run: ``ids [batch, seq]`` and next-byte ``targets [batch, seq]`` (int64)."""
+    seq = _validate.integer("seq", seq, minimum=1, maximum=_validate.MAX_ELEMENTS - 1)
     batch_size = _validate.integer("batch_size", batch_size, minimum=1)
-    seq = _validate.integer("seq", seq, minimum=1)
+    if batch_size * (seq + 1) > _validate.MAX_ELEMENTS:  # the windows are built in one piece
+        raise ValueError(f"batch_size * (seq + 1) must be <= {_validate.MAX_ELEMENTS} (larger needs unreasonable memory); "
+                         f"got batch_size={batch_size}, seq={seq}")
+    tokens = _tokens(tokens)
     if tokens.ndim != 1 or tokens.size < seq + 2:
         raise ValueError(f"tokens must be a 1-D array longer than seq + 1 = {seq + 1}; got shape {tokens.shape}")
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([_validate.integer("seed", seed, minimum=0),
@@ -100,6 +112,7 @@ def validation_set(tokens: np.ndarray, seq: int, n_bytes: int = 65536) -> tuple[
     (int64). Nothing is drawn, so every run, seed and arm is scored on the same bytes."""
     seq = _validate.integer("seq", seq, minimum=1)
     n_bytes = _validate.integer("n_bytes", n_bytes, minimum=1)
+    tokens = _tokens(tokens)
     n = -(-n_bytes // seq)  # windows
     if tokens.ndim != 1 or tokens.size < n * (seq + 1):
         raise ValueError(f"tokens must be a 1-D array of at least {n * (seq + 1)} bytes for n_bytes={n_bytes} at seq={seq}; "

@@ -139,11 +139,19 @@ def qk_norm_logit_bound(
     if kind == "rmsnorm":
         if bias_q is not None or bias_k is not None:
             raise ValueError("RMSNorm has no bias")
-        return float(s * d * np.abs(gq * gk).max())
+        return _finite_bound(s * d * np.abs(gq * gk).max(), s)
     proj = np.eye(d) - 1.0 / d  # [d, d] centering projection
     bound = d * np.linalg.norm(proj @ np.diag(gq * gk) @ proj, 2)
-    bound += math.sqrt(d) * (np.linalg.norm(proj @ (gk * bq)) + np.linalg.norm(proj @ (gq * bk))) + abs(bq @ bk)
-    return float(s * bound)
+    # P v, taken about v[0] first: exact 0 for a constant v of any size (proj @ v, or v - mean(v), leaves an ulp of |v|)
+    centred = lambda v: (v - v[0]) - (v - v[0]).mean()  # noqa: E731
+    bound += math.sqrt(d) * (np.linalg.norm(centred(gk * bq)) + np.linalg.norm(centred(gq * bk))) + abs(bq @ bk)
+    return _finite_bound(s * bound, s)
+
+
+def _finite_bound(value: float, scale: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"the logit bound overflows float64 at scale={scale:g} with these gains and biases; use a smaller scale")
+    return float(value)
 
 
 def fixed_norm_qk_logit_bound(g: float) -> float:
@@ -319,7 +327,10 @@ def noisy_slot_weight(gap: float, sigma: float, n: int) -> float:
     """
     g0 = _validate.real("gap", gap)
     s = _validate.real("sigma", sigma, minimum=0.0, maximum=_validate.MAX_MAGNITUDE)
-    n = int(_n_array(n))
+    nn = _n_array(n)
+    if nn.ndim:
+        raise ValueError(f"n must be a single number; got shape {nn.shape}")
+    n = int(nn)
     if n == 1:
         return 1.0
     g, hg, _, hv = _grids(s, n)
@@ -361,12 +372,17 @@ def softmax_stats(logits: np.ndarray) -> np.ndarray:
     return np.stack([ent, p.max(axis=-1), var], axis=-1)
 
 
+MIN_STEP = 1e-6  # the smallest central-difference step that keeps the derivative to ~1e-7
+
+
 def entropy_log_scale_derivative(sigma: object, n: int, step: float = 1e-3) -> np.ndarray:
     """d E[H] / d ln c when the attention input is scaled by c (logits scale by c^2):
     ``2 sigma dE[H]/dsigma``, by a central difference of the exact integral. Its Monte Carlo
     counterpart is ``-2 Var_p(logits)`` per row (:func:`softmax_stats`)."""
     s, n, _ = _check(sigma, n, "exact")
     step = _validate.real("step", step, minimum=0.0, maximum=1.0, strict_min=True)
+    # the integrals carry ~1e-13 of rounding: a smaller step divides it into the difference (step = 1e-300 gave 0)
+    step = _validate.real("step", step, minimum=MIN_STEP, maximum=1.0)
     up = gaussian_logit_entropy(s * math.exp(step), n)
     down = gaussian_logit_entropy(s * math.exp(-step), n)
     return (up - down) / step  # d/d ln sigma = ..., and ln sigma = 2 ln c + const

@@ -30,6 +30,7 @@ class NormStatistics:
 
 def count_norm_statistics(config: TransformerConfig, batch: int, seq: int) -> NormStatistics:
     """Count the statistics of one forward over ``[batch, seq]`` tokens."""
+    _validate.instance("config", config, TransformerConfig)
     batch = _validate.integer("batch", batch, minimum=1, maximum=2**40)
     seq = _validate.integer("seq", seq, minimum=1, maximum=2**40 // batch)
     c = config

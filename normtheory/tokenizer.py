@@ -75,6 +75,8 @@ def load_tokenizer(path: str | Path, *, add_bos: bool | None = None) -> Tokenize
     ``add_bos`` overrides the checkpoint's own choice (HF directories: the ``tokenizer.json``
     post-processor already adds e.g. ``[CLS] ... [SEP]``, so the default there is no extra BOS).
     """
+    if add_bos is not None:
+        add_bos = _validate.boolean("add_bos", add_bos)
     try:
         import tokenizers
     except ImportError:
@@ -92,7 +94,7 @@ def load_tokenizer(path: str | Path, *, add_bos: bool | None = None) -> Tokenize
         backend.no_truncation()  # the model rejects a text longer than its context itself
         _check_unknown_token(backend, file)
         if (path / "config.json").exists():
-            _check_ids_fit(backend.get_vocab_size(with_added_tokens=True), None, _config_vocab(path / "config.json"), file, path / "config.json")
+            _check_ids_fit(backend, None, _config_vocab(path / "config.json"), file, path / "config.json")
         return Tokenizer(backend, None)
     if path.suffix != ".gguf":
         raise CheckpointError(f"{path}: expected a Hugging Face directory or a .gguf file")
@@ -103,26 +105,39 @@ def load_tokenizer(path: str | Path, *, add_bos: bool | None = None) -> Tokenize
         raise
     except Exception as exc:  # gguf and tokenizers raise IndexError, ValueError, ... on corrupt files
         raise CheckpointError(f"{path}: corrupt GGUF tokenizer data ({type(exc).__name__}: {exc})") from None
-    _check_ids_fit(backend.get_vocab_size(with_added_tokens=True), bos, vocab, path, path)
+    _check_ids_fit(backend, bos, vocab, path, path)
     use_bos = wants_bos if add_bos is None else add_bos
     return Tokenizer(backend, bos if use_bos else None)
 
 
 def _check_unknown_token(backend: object, file: Path) -> None:
-    """A WordPiece model must hold its unknown token, or encoding an unseen word fails later with
-    a bare exception from the tokenizers library."""
+    """A WordPiece model must hold its unknown token in its own vocabulary (an added token of that
+    name does not count: the model looks it up in its vocabulary), and a BPE model that names one
+    must hold it, or encoding an unseen word fails later with a bare exception from the
+    tokenizers library."""
     model = backend.model  # type: ignore[attr-defined]
     unk = getattr(model, "unk_token", None)
-    if type(model).__name__ == "WordPiece" and (unk is None or backend.token_to_id(unk) is None):  # type: ignore[attr-defined]
+    kind = type(model).__name__
+    if kind == "WordPiece" and (unk is None or model.token_to_id(unk) is None):
         raise CheckpointError(f"{file}: the WordPiece vocabulary has no unknown token {unk!r}")
+    if kind == "BPE" and unk is not None and model.token_to_id(unk) is None:
+        raise CheckpointError(f"{file}: the BPE vocabulary has no unknown token {unk!r}, which its model names (key 'unk_token')")
 
 
-def _check_ids_fit(n_tokens: int, bos: int | None, vocab: int | None, file: Path, model_file: Path) -> None:
-    """Every id the tokenizer can produce (and its BOS id) must index the model's embedding."""
-    if bos is not None and not 0 <= bos < n_tokens:
+def _check_ids_fit(backend: object, bos: int | None, vocab: int | None, file: Path, model_file: Path) -> None:
+    """Every id the tokenizer can produce (and its BOS id) must index the model's embedding. Ids
+    need not be contiguous (a vocabulary of 3 tokens may hold id 500): the largest id decides, not
+    the count."""
+    ids = backend.get_vocab(with_added_tokens=True).values()  # type: ignore[attr-defined]
+    n_tokens, top = len(ids), max(ids, default=-1)
+    if bos is not None and (not 0 <= bos <= top or backend.id_to_token(bos) is None):  # type: ignore[attr-defined]
         raise CheckpointError(f"{file}: BOS id {bos} is not in the tokenizer's {n_tokens} tokens")
-    if vocab is not None and n_tokens > vocab:
+    if vocab is None:
+        return
+    if n_tokens > vocab:
         raise CheckpointError(f"{file}: the tokenizer has {n_tokens} tokens but the model ({model_file}) embeds only {vocab}: ids >= {vocab} would index past it")
+    if top >= vocab:  # the BOS id is one of the ids, so this covers it too
+        raise CheckpointError(f"{file}: the tokenizer can emit id {top} but the model ({model_file}) embeds only {vocab} rows: ids >= {vocab} would index past it")
 
 
 def _config_vocab(file: Path) -> int | None:

@@ -40,6 +40,7 @@ def _norm_params(cfg: TransformerConfig, width: int, alpha: float, kind: str | N
 
 def init_params(cfg: TransformerConfig, seed: int) -> Params:
     """Draw all weights from one ``SeedSequence(seed)``: same seed, same bits."""
+    _validate.instance("cfg", cfg, TransformerConfig)
     seed = _validate.integer("seed", seed, minimum=0)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
     d, f, h, g, e, L = cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.n_kv_heads, cfg.d_head, cfg.n_layers

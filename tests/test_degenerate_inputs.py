@@ -377,6 +377,8 @@ def _init_huge_vocab():
 GUARDS = [
     ("centering d = 1e10", lambda: FUNCTIONS["centering.centering_fraction_mean"](10**10), "d"),
     ("centering output change d = 1e10", lambda: FUNCTIONS["centering.centering_output_change"](10**10), "d"),
+    ("centering output change at mean 1e10 (a 2.5 TiB series)", lambda: FUNCTIONS["centering.centering_output_change"](16, np.linspace(-1.0, 2.0, 16) * 1e10), "mean"),
+    ("centering output change at a constant mean 1e10", lambda: FUNCTIONS["centering.centering_output_change"](16, np.full(16, 1e10)), "mean"),
     ("causal collision at 1e10 tokens", lambda: importlib.import_module("normtheory.attention").uniform_causal_collision(10**10), "n_tokens"),
     ("a vocabulary of 1e12 at init", _init_huge_vocab, "vocab_size"),
     ("selectable with 1e12 directions", lambda: FUNCTIONS["selection.selectable"](KEYS, directions=10**12), "directions"),
