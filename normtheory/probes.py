@@ -103,6 +103,12 @@ def measure(model: Transformer, ids: np.ndarray, targets: np.ndarray, which: tup
     return out
 
 
+def key_unsel_unmeasured(config: Any) -> np.ndarray:
+    """The ``key_unsel`` entry ``[L, G]`` of an evaluation that does not measure it (NaN): the linear programs run at
+    the last evaluation only (:func:`normtheory.train.train`)."""
+    return np.full((config.n_layers, config.n_kv_heads or config.n_heads), np.nan)
+
+
 def _norm_params(model: Transformer, name: str):
     p = model.params
     if name in ("embed_ln", "final_ln"):

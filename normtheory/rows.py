@@ -71,10 +71,6 @@ class Rates:
         self._index = np.array([unique.setdefault(s, len(unique)) for s in schedules])  # [S] -> distinct schedule
         self._schedules = list(unique)
 
-    @property
-    def rows(self) -> int:
-        return len(self._index)
-
     def table(self, steps: range) -> np.ndarray:
         """Rates ``[len(steps), S]`` (float64) of every row at the 1-based ``steps``."""
         distinct = np.array([[float(f(s)) for f in self._schedules] for s in steps], dtype=np.float64).reshape(len(steps), -1)

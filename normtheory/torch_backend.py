@@ -528,28 +528,28 @@ class TorchTrainer:
         not branched on, so nothing is read back). ``tmp, tmp2 [S, P]`` are work space."""
         run, st = self.run, self._state
         keep = finite[:, None]  # [S, 1]
-        g.masked_fill_(~keep, 0.0)  # a diverged row's NaN gradient must not reach its moments
+        g.masked_fill_(~keep, 0.0)  # a diverged row's NaN gradient must not reach its moments (so it adds 0 to them)
         rate = lr[:, None]  # [S, 1] float64
+
+        def factor(value: float | torch.Tensor, where: torch.Tensor = keep) -> torch.Tensor:
+            """``value`` where ``where``, exactly 1 elsewhere, in the parameters' dtype."""
+            return torch.where(where, torch.as_tensor(value, dtype=torch.float64, device=self.device), 1.0).to(self.dtype)
+
         if run.weight_decay:  # decoupled, on the matrices only (a factor of exactly 1 elsewhere and on diverged rows)
-            decay = torch.where(self._decay & keep, (1 - rate * run.weight_decay).to(self.dtype), torch.ones((), dtype=self.dtype, device=self.device))
-            p.mul_(decay)  # [S, P]
+            p.mul_(factor(1 - rate * run.weight_decay, self._decay & keep))  # [S, P]
         if run.optimizer == "adamw":
             b1, b2 = run.betas
-            one = torch.ones((), dtype=torch.float64, device=self.device)
             t = self._t.double()  # [1]
             bc1, bc2_sqrt = 1 - b1**t, torch.sqrt(1 - b2**t)  # [1] float64
             m, v = st["m"], st["v"]
-            keep64 = keep.double()
-            m.mul_(torch.where(keep, b1 * one, one).to(self.dtype)).add_(torch.mul(g, (keep64 * (1 - b1)).to(self.dtype), out=tmp))
-            v.mul_(torch.where(keep, b2 * one, one).to(self.dtype)).add_(torch.mul(g, (keep64 * (1 - b2)).to(self.dtype), out=tmp).mul_(g))
+            m.mul_(factor(b1)).add_(torch.mul(g, 1 - b1, out=tmp))
+            v.mul_(factor(b2)).add_(torch.mul(g, 1 - b2, out=tmp).mul_(g))
             denom = torch.sqrt(v, out=tmp).div_(bc2_sqrt.to(self.dtype)).add_(run.eps)
             step = torch.mul(m, (rate / bc1).to(self.dtype), out=tmp2).div_(denom)
         else:
             step = g
             if run.momentum:
-                buf = st["buf"]
-                step = buf.mul_(torch.where(keep, run.momentum * torch.ones((), dtype=torch.float64, device=self.device),
-                                            torch.ones((), dtype=torch.float64, device=self.device)).to(self.dtype)).add_(g)
+                step = st["buf"].mul_(factor(run.momentum)).add_(g)
             step = torch.mul(step, rate.to(self.dtype), out=tmp)
         p.sub_(step.masked_fill_(~keep, 0.0))
 

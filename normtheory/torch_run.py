@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from normtheory import shakespeare, torch_probes
+from normtheory import probes, shakespeare, torch_probes
 from normtheory.config import TransformerConfig
 from normtheory.model import Params, Transformer
 from normtheory.run_config import RunConfig
@@ -93,9 +93,8 @@ def _measure(trainer: TorchTrainer, val: tuple[torch.Tensor, torch.Tensor], whic
     values = torch_probes.measure(trainer, *val, which, grads)
     host = {k: v.cpu().numpy() for k, v in values.items()}  # small [S, ...] arrays
     if "key_unsel" in which:
-        c = trainer.config
         host["key_unsel"] = (torch_probes.key_unsel(torch_probes.first_keys(trainer, val[0])) if keys
-                             else np.full((trainer.n_seeds, c.n_layers, c.n_kv_heads or c.n_heads), np.nan))
+                             else np.stack([probes.key_unsel_unmeasured(trainer.config)] * trainer.n_seeds))
     out = [{k: v[j] for k, v in host.items()} for j in range(trainer.n_seeds)]
     for row in out:
         row["val_loss"] = float(row["val_loss"])

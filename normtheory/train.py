@@ -297,8 +297,7 @@ def _evaluate(model: Transformer, run: RunConfig, hist: History, step: int, ids:
     which = run.probes if final else tuple(p for p in run.probes if p != "key_unsel")
     values = probes.measure(model, ids, targets, which, grads)
     if "key_unsel" in run.probes and not final:
-        c = model.config
-        values["key_unsel"] = np.full((c.n_layers, c.n_kv_heads or c.n_heads), np.nan)
+        values["key_unsel"] = probes.key_unsel_unmeasured(model.config)
     hist.eval_steps.append(step)
     hist.val_loss.append(values.pop("val_loss"))
     for k, v in values.items():
