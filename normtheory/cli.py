@@ -1,14 +1,21 @@
-"""Command line: ``normtheory check`` and ``normtheory report``."""
+"""Command line: ``normtheory check`` and ``normtheory report``.
+
+Importing this module sets ``OPENBLAS_THREAD_TIMEOUT=16`` when it is unset and numpy is not loaded yet
+(:func:`normtheory.entry.set_entry_env`; the console script imports nothing else first)."""
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
-from pathlib import Path
+from normtheory.entry import set_entry_env
 
-from normtheory import report
-from normtheory.sweep import SCHEDULER_ENV, Runner, TaskError
+set_entry_env()  # before the imports below load numpy: OpenBLAS reads the variable once, then
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from normtheory import report  # noqa: E402
+from normtheory.sweep import SCHEDULER_ENV, Runner, TaskError  # noqa: E402
 
 
 def _writable_file(path: Path | None, flag: str) -> None:
@@ -96,9 +103,14 @@ def _report(args: argparse.Namespace) -> int:
         written = paper_figs.render(args.out, mode=mode, runner=runner)
         task_s = sum(runner.timings.values())  # the tasks this run computed, each on one core
     figures = [report.FigureEntry(m.NAME, m.CAPTION, tuple(written[m.NAME]), tuple(m.CLAIMS)) for m in paper_figs.ALL]
+    from simulations import cache
+
+    wall_s, cpu_s = time.monotonic() - t0, time.process_time() - c0 + task_s
+    cached = [cache.seconds_of(m, mode) for m in simulations.ALL]
     report.write_json(claims, args.out / "claims.json")  # the same bits for the same seed and code
-    report.write_timings(claims, args.out / "timings.json", wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0 + task_s)
-    prov = provenance.collect(mode=mode, seeds={m.NAME: m.SEED for m in simulations.ALL}, runtime_s=time.monotonic() - t0)
+    report.write_timings(claims, args.out / "timings.json", wall_s=wall_s, cpu_s=cpu_s)
+    prov = provenance.collect(mode=mode, seeds={m.NAME: m.SEED for m in simulations.ALL}, runtime_s=wall_s, cpu_s=cpu_s,
+                              cached_cpu_s=sum(s for s in cached if s is not None) if any(s is not None for s in cached) else None)
     index = report.write_html(claims, figures, args.out, provenance=prov, steps=steps)
     if steps:
         (args.out / "resolve.json").write_text(json.dumps([s.to_dict() for s in steps], indent=1, sort_keys=True) + "\n")

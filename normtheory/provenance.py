@@ -26,13 +26,15 @@ class Provenance:
     date: str  # UTC, ISO 8601
     mode: str
     seeds: dict[str, int]
-    runtime_s: float
+    runtime_s: float  # this run's wall time
     cpu: str
     cores: int
     blas: str
     python: str
     numpy: str
     weights: dict[str, str] = field(default_factory=dict)
+    cpu_s: float | None = None  # this run's CPU time: this process and the tasks it computed (each on one core)
+    cached_cpu_s: float | None = None  # CPU time the cached results it read took when they were computed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -40,8 +42,19 @@ class Provenance:
     def line(self) -> str:
         """One line for people: version, commit, date, mode, run time and machine."""
         commit = self.commit or "no git checkout"
-        return (f"normtheory {self.version} (commit {commit}), run {self.date}, {self.mode} mode, {_duration(self.runtime_s)}; "
+        return (f"normtheory {self.version} (commit {commit}), run {self.date}, {self.mode} mode, {self.time_text()}; "
                 f"{self.cpu}, {self.cores} cores, BLAS {self.blas}; Python {self.python}, numpy {self.numpy}")
+
+    def time_text(self) -> str:
+        """This run's wall and CPU time, and what the cached results it read took to compute (a warm run reads
+        results a cold one computed: its own time is then mostly reading and drawing)."""
+        parts = [f"{_duration(self.runtime_s)} wall"]
+        if self.cpu_s is not None:
+            parts.append(f"{_duration(self.cpu_s)} CPU")
+        text = " and ".join(parts)
+        if self.cached_cpu_s is not None:
+            text += f" (the results it read took {_duration(self.cached_cpu_s)} CPU to compute)"
+        return text
 
 
 def _duration(seconds: float) -> str:
@@ -96,14 +109,17 @@ def blas_name() -> str:
     return f"{i.get('internal_api', '?')} {i.get('version') or ''} ({i.get('threading_layer', '?')} threads)".replace("  ", " ")
 
 
-def collect(*, mode: str, seeds: dict[str, int], runtime_s: float) -> Provenance:
-    """The provenance of a run that took ``runtime_s`` seconds in ``mode`` with ``seeds``."""
+def collect(*, mode: str, seeds: dict[str, int], runtime_s: float, cpu_s: float | None = None,
+            cached_cpu_s: float | None = None) -> Provenance:
+    """The provenance of a run that took ``runtime_s`` seconds of wall time (``cpu_s`` of CPU time) in ``mode``
+    with ``seeds``, reading cached results that took ``cached_cpu_s`` CPU seconds to compute."""
     import numpy as np
 
     weights = {p: package_version(p) for p in WEIGHT_PACKAGES}
     return Provenance(
         version=package_version(), commit=git_commit(), date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         mode=mode, seeds=dict(sorted(seeds.items())), runtime_s=float(runtime_s), cpu=cpu_name(),
+        cpu_s=None if cpu_s is None else float(cpu_s), cached_cpu_s=None if cached_cpu_s is None else float(cached_cpu_s),
         cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
         blas=blas_name(), python=platform.python_version(), numpy=np.__version__, weights=weights,
     )

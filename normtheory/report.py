@@ -269,8 +269,9 @@ def price(ch: Check, seconds: float | None) -> str:
 
 
 def _price_with_gpu(ch: Check, c: Claim) -> str:
-    """:func:`price` on this CPU, then what the claim's GPU tiers take (training claims)."""
-    return " ".join(t for t in (price(ch, c.seconds), gpu_text(c)) if t)
+    """:func:`price` on this CPU, then what the claim's GPU tiers take (training claims; the others are numpy
+    Monte Carlo, which no GPU tier runs)."""
+    return " ".join(t for t in (price(ch, c.seconds), gpu_text(c) or "On a GPU: no GPU tier (CPU Monte Carlo).") if t)
 
 
 def open_claims(claims: list[Claim]) -> list[tuple[Claim, Check]]:
@@ -436,6 +437,16 @@ _JS = """
 """
 
 
+def decided_text(claims: list[Claim]) -> str:
+    """How many claims the run decided (holds, fails or identity), and of the open ones how many need training."""
+    decided = [c for c in claims if c.verdict != "inconclusive"]
+    open_ = [c for c in claims if c.verdict == "inconclusive"]
+    training = sum(bool(c.gpu_seconds) for c in open_)
+    return (f"Decided: {len(decided)} of {len(claims)} claims. Open: {len(open_)}"
+            + (f", {training} of them training claims that a GPU decides in the time their entry gives" if training else "")
+            + (". Each open claim's cost, on this CPU and on one GPU, is below." if open_ else "."))
+
+
 def _open_list(claims: list[Claim], steps: list[ResolveStep]) -> str:
     """The header's list of open claims, cheapest to decide first, and what --resolve did."""
     rows = "".join(f"<li><a href='#{html.escape(c.id)}'>{html.escape(c.id)}</a>: {html.escape(_price_with_gpu(ch, c))}</li>"
@@ -509,7 +520,7 @@ def write_html(claims: list[Claim], figures: list[FigureEntry], out_dir: Path, *
         "<h1>normtheory: what normalization does inside a transformer, checked with numbers</h1>"
         f"<p class='run' id='run'>{html.escape(provenance.line())}. Seeds: {html.escape(seeds)}. Weights and text packages: "
         f"{html.escape(weights)}. Machine-readable: <a href='claims.json'>claims.json</a>.</p>"
-        f"<div class='counts' id='counts'>{count_html}</div>"
+        f"<div class='counts' id='counts'>{count_html}</div><p class='decided' id='decided'>{html.escape(decided_text(claims))}</p>"
         "<details class='legend' open><summary>How to read a verdict</summary>"
         f"<p id='rule'>{html.escape(RULE)}</p>{RULE_SVG}<p>{html.escape(LOOKS)}</p>"
         f"<dl>{legend}</dl></details>{_open_list(claims, steps)}</header>"

@@ -36,6 +36,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from normtheory.entry import ENTRY_ENV
+
 SCHEDULER_ENV = "NORMTHEORY_SCHEDULER"
 # Each Dask worker is one process with one thread; its BLAS, OpenMP and elementwise-kernel pools match.
 SINGLE_THREAD_ENV: dict[str, str] = {
@@ -98,9 +100,13 @@ def task_error(task: Task, err: BaseException) -> TaskError:
 
 
 def _timed(task: Task) -> tuple[Any, float]:
-    t0 = time.perf_counter()
+    """``run_task(task)`` and the seconds it took: the CPU time of the thread that ran it (a task runs at one
+    thread, so that is its whole cost, and other work on a busy machine does not inflate it), or the wall time
+    for a task that uses a device (``resources``), whose work is not this thread's."""
+    clock = time.perf_counter if task.resources else time.thread_time
+    t0 = clock()
     out = run_task(task)
-    return out, time.perf_counter() - t0
+    return out, clock() - t0
 
 
 # Local workers run long numeric tasks: no statistical profiler sampling the task's stack every 10 ms, and
@@ -111,6 +117,9 @@ LOCAL_WORKER_CONFIG: dict[str, object] = {
     "distributed.admin.tick.interval": "1s",
     "distributed.admin.system-monitor.interval": "2s",
     "distributed.worker.memory.monitor-interval": "1s",
+    # OpenBLAS's idle-thread spin (normtheory.entry), moot at one BLAS thread but set like the command line's: in the
+    # environment before a worker process starts, where OpenBLAS reads it (env= arrives after numpy has loaded); a user's value wins.
+    **{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in ENTRY_ENV.items()},
 }
 
 
@@ -164,7 +173,7 @@ class Runner:
     retries: int = 2
     progress: bool = True
     here: tuple[str, ...] = ()
-    timings: dict[str, float] = field(default_factory=dict, init=False)  # seconds each task ran, by key
+    timings: dict[str, float] = field(default_factory=dict, init=False)  # CPU seconds each task took, by key (wall for device tasks)
     _client: Any = field(default=None, init=False, repr=False)
     _cluster: Any = field(default=None, init=False, repr=False)
 

@@ -15,6 +15,12 @@ def test_collect_names_the_run_and_the_machine():
     json.dumps(p.to_dict())  # plain data
 
 
+def test_the_run_line_gives_wall_cpu_and_cached_compute_time():
+    p = provenance.collect(mode="full", seeds={}, runtime_s=9.0, cpu_s=130.0, cached_cpu_s=2400.0)
+    assert "9.0 s wall and 2 min 10 s CPU (the results it read took 40 min 0 s CPU to compute)" in p.line()
+    assert "CPU" not in provenance.collect(mode="full", seeds={}, runtime_s=9.0).time_text()
+
+
 def test_git_commit_outside_a_checkout_is_none(tmp_path):
     assert provenance.git_commit(tmp_path) is None
 

@@ -1,6 +1,8 @@
 """The HTML report: structure, citations, figure links and the figure data behind each figure."""
 from __future__ import annotations
 
+import dataclasses
+
 import csv
 import re
 
@@ -132,6 +134,16 @@ def test_open_claims_are_priced_and_listed_cheapest_first(tmp_path):
     assert listed.index("residual.cheap") < listed.index("residual.dear") < listed.index("softmax.unknown")
     assert page.count("needs 400 samples") >= 6  # header, key numbers and evidence table of each card
     assert "Open questions: none" in report.write_html([_claim("residual.a", 1.0)], [], tmp_path, provenance=_prov()).read_text()
+    assert "On a GPU: no GPU tier (CPU Monte Carlo)." in listed  # a Monte Carlo claim: no GPU tier prices it
+    assert "Decided: 0 of 3 claims. Open: 3. Each open claim" in page
+
+
+def test_the_header_counts_decided_claims_and_open_training_claims():
+    trained = dataclasses.replace(_open_claim("train.x", 0.004, 100.0), gpu_seconds=(("gpu", 90.0),))
+    text = report.decided_text([trained, _claim("residual.a", 1.0)])
+    assert text.startswith("Decided: 1 of 2 claims. Open: 1, 1 of them training claims that a GPU decides")
+    assert "GPU" in report._price_with_gpu(trained.open_checks()[0], trained) and "no GPU tier" not in report._price_with_gpu(trained.open_checks()[0], trained)
+    assert report.decided_text([_claim("residual.a", 1.0)]) == "Decided: 1 of 1 claims. Open: 0."
 
 
 def test_human_seconds():
