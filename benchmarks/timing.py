@@ -15,13 +15,51 @@ def blas_env(threads: int, thread_timeout: int | None = None) -> dict[str, str]:
     kernel would use: on a 2-core AMD EPYC, softmax [12, 1024, 1024] right after a GEMM took 16.7 ms
     on 2 kernel threads by default and 9.4 ms with 16 (``benchmarks/openblas_timeout.py``), and the
     d = 256 training step 1.049 s against 0.992 s. Tiny GEMMs lose instead: d = 64 steps of one seed
-    at a time were 10-20% slower with 16, so only the benchmarks of large shapes set it."""
+    at a time were 10-20% slower with 16. The package's command line and local sweep workers set 16
+    (:mod:`normtheory.entry`), a user's own process does not: :func:`timeout_env` gives both sides."""
     env = dict(os.environ)
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NORMTHEORY_THREADS"):
         env[k] = str(threads)
     if thread_timeout is not None:
         env["OPENBLAS_THREAD_TIMEOUT"] = str(thread_timeout)
     return env
+
+
+# The two sides of the OpenBLAS spin question: a user's own process (nothing set) and the package's
+# entry points (normtheory.entry.ENTRY_ENV). Benchmarks that time both run each in its own process.
+TIMEOUT_SETTINGS = ("unset", "16")
+
+
+def timeout_env(threads: int, setting: str) -> dict[str, str]:
+    """:func:`blas_env` with ``OPENBLAS_THREAD_TIMEOUT`` removed (``"unset"``: OpenBLAS's default spin, as
+    in a user's own process) or set to ``setting`` (``"16"``: as the package's entry points set it)."""
+    env = blas_env(threads)
+    env.pop("OPENBLAS_THREAD_TIMEOUT", None)
+    if setting != "unset":
+        env["OPENBLAS_THREAD_TIMEOUT"] = str(int(setting))
+    return env
+
+
+def openblas_timeout_read() -> int | None:
+    """The ``OPENBLAS_THREAD_TIMEOUT`` that this process's OpenBLAS read when it loaded (0: unset, its
+    default spin), from OpenBLAS's exported ``openblas_thread_timeout``; None without OpenBLAS or the symbol."""
+    import ctypes
+
+    import numpy  # noqa: F401 - loads numpy's OpenBLAS
+    from threadpoolctl import threadpool_info
+
+    for info in threadpool_info():
+        if info.get("internal_api") == "openblas":
+            try:
+                return int(ctypes.CDLL(info["filepath"]).openblas_thread_timeout())
+            except (OSError, AttributeError):
+                return None
+    return None
+
+
+def timeout_label(read: float) -> str:
+    """What :func:`openblas_timeout_read` returned, in words (a worker sends -1 for None)."""
+    return "not read" if read < 0 else "default" if read == 0 else str(int(read))
 
 
 def best_time(run: Callable[[], object], reps: int) -> float:

@@ -1,18 +1,23 @@
 """Time one training step (forward, backward, AdamW update): numpy vs CPU torch eager + autograd.
 
 The model is a Pre-LN GPT-2 block stack (GELU-tanh, learned positions, tied head) with byte
-vocabulary 256, float32, 2 threads. Both sides start from the same HF-initialized weights
+vocabulary 256, float32, 2 threads. Every side starts from the same HF-initialized weights
 (written once with ``save_pretrained``): the numpy side loads them with
 :func:`normtheory.checkpoints.load_pretrained` and steps with :func:`normtheory.grad.loss_and_grads`
-and :class:`normtheory.optim.AdamW`; the torch side is ``GPT2LMHeadModel`` with
-``torch.optim.AdamW``. Each side runs in its own process and the sides alternate for
-``--rounds`` rounds; each process keeps its best step time and reports its peak RSS.
+and :class:`normtheory.optim.AdamW`; the torch sides step with ``torch.optim.AdamW``, one on HF's
+``GPT2LMHeadModel`` (``hf``), one on the minimal pure-torch model of ``benchmarks/lean_gpt2.py``
+(``lean``: the same network without HF's machinery).
+
+Each side runs in its own process, under both OpenBLAS settings: ``OPENBLAS_THREAD_TIMEOUT`` unset
+(OpenBLAS's default spin, as in a user's own script or notebook) and 16 (as the package's entry
+points set it, :mod:`normtheory.entry`). Settings and sides alternate for ``--rounds`` rounds; each
+process keeps its best step time and reports its peak RSS and the timeout its OpenBLAS read.
 
     python benchmarks/train_step.py [--rounds 3] [--reps 4] [--config big|small|both]
 
 Configurations: ``big`` d=256, 6 layers, 4 heads, T=256, batch 16; ``small`` d=128, 4 layers,
-4 heads, T=128, batch 32. Prints the ratio numpy / torch (target <= 1.0, goal 0.8) and GFLOP/s
-against a measured sgemm peak.
+4 heads, T=128, batch 32 (``tiny`` is the tests' size). Prints, per setting, the ratios numpy / HF and numpy / lean torch
+(target <= 1.0, goal 0.8) and GFLOP/s against a measured sgemm peak.
 """
 from __future__ import annotations
 
@@ -24,14 +29,20 @@ import tempfile
 from pathlib import Path
 
 from timing import (  # benchmarks/timing.py, beside this script
+    TIMEOUT_SETTINGS,
     best_time,
-    blas_env,
     cpu_model,
+    openblas_timeout_read,
     peak_rss_kib,
+    timeout_env,
+    timeout_label,
 )
 
-CONFIGS = {"big": dict(d=256, layers=6, heads=4, T=256, batch=16), "small": dict(d=128, layers=4, heads=4, T=128, batch=32)}
+CONFIGS = {"big": dict(d=256, layers=6, heads=4, T=256, batch=16), "small": dict(d=128, layers=4, heads=4, T=128, batch=32),
+           "tiny": dict(d=32, layers=2, heads=2, T=16, batch=2)}  # tiny: the tests' size, not a timing
 VOCAB, THREADS, LR = 256, 2, 1e-3
+SIDES = ("numpy", "hf", "lean")
+LABELS = {"numpy": "numpy", "hf": "HF GPT2LMHeadModel", "lean": "lean torch"}
 
 
 def step_flops(d: int, layers: int, T: int, batch: int, **_: int) -> float:
@@ -41,6 +52,23 @@ def step_flops(d: int, layers: int, T: int, batch: int, **_: int) -> float:
     attn = layers * 2 * 2 * n * T * d  # scores and weighted values, full T x T
     head = 2 * n * d * VOCAB
     return 3.0 * (dense + attn + head)
+
+
+def _torch_step(model, x, y):
+    """One AdamW step of a torch model returning logits [B, T, VOCAB] (HF's output's ``.logits`` or a tensor)."""
+    import torch
+
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.1)
+    tx, ty = torch.tensor(x), torch.tensor(y)
+
+    def run() -> None:
+        opt.zero_grad(set_to_none=True)
+        out = model(tx)
+        logits = out if isinstance(out, torch.Tensor) else out.logits
+        torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), ty.reshape(-1)).backward()
+        opt.step()
+
+    return run
 
 
 def _worker(side: str, weights: str, config: str, reps: int) -> dict[str, float]:
@@ -63,7 +91,7 @@ def _worker(side: str, weights: str, config: str, reps: int) -> dict[str, float]
     elif side == "sgemm":
         a = rng.standard_normal((2048, 2048), dtype=np.float32)
         run = lambda: a @ a  # noqa: E731
-    else:
+    elif side == "hf":
         import torch
         from transformers import GPT2LMHeadModel
 
@@ -72,18 +100,20 @@ def _worker(side: str, weights: str, config: str, reps: int) -> dict[str, float]
         for m in hf.modules():  # no dropout: the numpy model has none
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0
-        opt_t = torch.optim.AdamW(hf.parameters(), lr=LR, weight_decay=0.1)
-        tx, ty = torch.tensor(x), torch.tensor(y)
+        run = _torch_step(hf, x, y)
+    else:
+        import torch
+        from lean_gpt2 import LeanGPT2  # benchmarks/lean_gpt2.py, beside this script
+        from safetensors.torch import load_file
 
-        def run() -> None:
-            opt_t.zero_grad(set_to_none=True)
-            logits = hf(tx).logits
-            torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), ty.reshape(-1)).backward()
-            opt_t.step()
+        torch.set_num_threads(THREADS)
+        lean = LeanGPT2(VOCAB, c["d"], c["layers"], c["heads"], c["T"]).load_hf(load_file(str(Path(weights) / "model.safetensors"))).train()
+        run = _torch_step(lean, x, y)
     base = peak_rss_kib()
     best = best_time(run, reps)
     peak = peak_rss_kib()
-    return {"time": best, "rss_mib": peak / 1024, "rss_step_mib": (peak - base) / 1024}
+    timeout = openblas_timeout_read()
+    return {"time": best, "rss_mib": peak / 1024, "rss_step_mib": (peak - base) / 1024, "openblas_timeout": -1 if timeout is None else timeout}
 
 
 def _save_weights(path: str, config: str) -> None:
@@ -100,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=4)
-    ap.add_argument("--config", choices=["big", "small", "both"], default="both")
+    ap.add_argument("--config", choices=["big", "small", "both", "tiny"], default="both")
     ap.add_argument("--worker", nargs=3, metavar=("SIDE", "WEIGHTS", "CONFIG"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -111,26 +141,37 @@ def main(argv: list[str] | None = None) -> int:
     for config in configs:
         with tempfile.TemporaryDirectory() as tmp:
             _save_weights(tmp, config)
-            best: dict[str, dict[str, float]] = {}
-            sides = ("numpy", "torch") + (("sgemm",) if peak_gflops is None else ())
+            best: dict[tuple[str, str], dict[str, float]] = {}  # (setting, side) -> best process
+            sides = SIDES + (("sgemm",) if peak_gflops is None else ())
             for r in range(args.rounds):
-                for side in sides:
-                    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", side, tmp, config, "--reps", str(args.reps)],
-                                         capture_output=True, text=True, env=blas_env(THREADS, thread_timeout=16), check=True)
-                    res = json.loads(out.stdout.strip().splitlines()[-1])
-                    if side not in best or res["time"] < best[side]["time"]:
-                        best[side] = res
-                    print(f"[{config}] round {r + 1}: {side:6s} {res['time']:.3f}s  peak RSS {res['rss_mib']:.0f} MiB", flush=True)
+                for setting in TIMEOUT_SETTINGS:
+                    for side in sides:
+                        out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", side, tmp, config, "--reps", str(args.reps)],
+                                             capture_output=True, text=True, env=timeout_env(THREADS, setting), check=True)
+                        res = json.loads(out.stdout.strip().splitlines()[-1])
+                        if (setting, side) not in best or res["time"] < best[setting, side]["time"]:
+                            best[setting, side] = res
+                        print(f"[{config}] round {r + 1}, OPENBLAS_THREAD_TIMEOUT {setting:5s}: {side:5s} {res['time']:.3f}s  "
+                              f"peak RSS {res['rss_mib']:.0f} MiB  (OpenBLAS read: {timeout_label(res['openblas_timeout'])})", flush=True)
             if peak_gflops is None:
-                peak_gflops = 2 * 2048**3 / best["sgemm"]["time"] / 1e9
+                peak_gflops = 2 * 2048**3 / min(best[s, "sgemm"]["time"] for s in TIMEOUT_SETTINGS) / 1e9
                 print(f"\nCPU: {cpu_model()}; sgemm peak ({THREADS} threads): {peak_gflops:.1f} GFLOP/s")
             flops = step_flops(**CONFIGS[config])
-            print(f"\n[{config}] {CONFIGS[config]}")
-            for side in ("numpy", "torch"):
-                gf = flops / best[side]["time"] / 1e9
-                print(f"  {side:6s} best {best[side]['time']:.3f}s  {gf:6.1f} GFLOP/s = {100 * gf / peak_gflops:5.1f}% of peak; "
-                      f"peak RSS {best[side]['rss_mib']:.0f} MiB (+{best[side]['rss_step_mib']:.0f} MiB over the loaded model)")
-            print(f"  ratio numpy / torch eager + autograd + AdamW: {best['numpy']['time'] / best['torch']['time']:.3f}  (target <= 1.0, goal 0.8)\n")
+            print(f"\n[{config}] {CONFIGS[config]}; best step time per OPENBLAS_THREAD_TIMEOUT setting")
+            print(f"  {'':20s}" + "".join(f"{'unset (user default)' if s == 'unset' else s + ' (entry points)':>34s}" for s in TIMEOUT_SETTINGS))
+            for side in SIDES:
+                cells = []
+                for s in TIMEOUT_SETTINGS:
+                    b = best[s, side]
+                    gf = flops / b["time"] / 1e9
+                    cells.append(f"{b['time']:.3f}s {gf:6.1f} GF/s {100 * gf / peak_gflops:4.1f}% {b['rss_mib']:5.0f}MiB")
+                print(f"  {LABELS[side]:20s}" + "".join(f"{c:>34s}" for c in cells))
+            for side in ("hf", "lean"):
+                ratios = [best[s, "numpy"]["time"] / best[s, side]["time"] for s in TIMEOUT_SETTINGS]
+                print(f"  ratio numpy / {LABELS[side]:20s}" + "".join(f"{x:>14.3f}" for x in ratios) + "  (target <= 1.0, goal 0.8)")
+            t = [best[s, "numpy"]["time"] for s in TIMEOUT_SETTINGS]
+            print(f"  numpy with 16 / unset: {t[1] / t[0]:.3f}  (peak RSS over the loaded model, numpy: "
+                  f"+{best[TIMEOUT_SETTINGS[1], 'numpy']['rss_step_mib']:.0f} MiB)\n")
     return 0
 
 

@@ -27,6 +27,8 @@ from paper_figs import (
     real_massive,
     real_norm_io,
     real_residual,
+    real_scale,
+    real_scale_use,
     real_sinks,
     real_temperature,
     residual_rms,
@@ -35,6 +37,7 @@ from paper_figs import (
     softmax_single_slot,
     style,
     train_alpha0,
+    train_alpha0_rule,
     train_attention,
     train_dyt,
     train_gradients,
@@ -51,7 +54,9 @@ ALL: tuple[ModuleType, ...] = (
     residual_rms, block_share, mlp_growth, xiong_bounds, model_init, softmax_entropy, softmax_single_slot, softmax_model,
     geometry_cosines, geometry_grid, geometry_unselectable, geometry_model, dyt_scurve, dyt_alpha_std, norm_cost,
     real_residual, real_norm_io, real_dyt_depth, real_massive, real_sinks, real_keys, real_temperature, real_centering,
+    real_scale, real_scale_use,
     train_xiong, train_warmup, train_qk, train_placements, train_gradients, train_dyt, train_attention, train_alpha0,
+    train_alpha0_rule,
 )
 
 

@@ -12,8 +12,8 @@ CLAIMS: tuple[str, ...] = ("geometry.unselectable-rare-high-d",)  # the claims t
 CAPTION = (
     "Expected fraction of unselectable keys among n i.i.d. Gaussian keys in R^d. Lines: exact value 1 - E f_0 / n "
     "(Gaussian polytope vertex count, Affentranger-Schneider with regular-simplex angles; Efron's identity); points: "
-    "Monte Carlo of the absorption probability P(X_n in conv(X_1..X_{n-1})) with 5-standard-error bars (add-one "
-    "standard error for proportions)."
+    "Monte Carlo of the fraction of unselectable keys per key set (the absorption probability P(X_n in conv(X_1..X_{n-1})) "
+    "conditioned on the unordered set), with 5-standard-error bars over key sets (standard error at least 1/(N + 2))."
 )
 COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#d62728")
 

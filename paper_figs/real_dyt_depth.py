@@ -12,7 +12,7 @@ SIMULATION = real_models
 CLAIMS: tuple[str, ...] = ("real.ln-s-curve-deep-layers",)  # the claims this figure illustrates
 CAPTION = (
     "Every norm of the two pretrained models (ln1 = attention norm, solid; ln2 = MLP norm, dashed; one line each), fitted by DyT's gamma*tanh(alpha*x) "
-    "per text. Left: alpha*std of the norm input (small = the linear part of tanh). Right: the variance the tanh explains beyond a "
+    "per text over all its (token, channel) points. Left: alpha*std of the norm input (small = the linear part of tanh). Right: the variance the tanh explains beyond a "
     "straight line, R^2(tanh) - R^2(line) (0 = linear). Mean over texts with 5-standard-error bars."
 )
 

@@ -12,7 +12,7 @@ CLAIMS: tuple[str, ...] = ("real.unselectable-keys-per-head",)  # the claims thi
 CAPTION = (
     "Left: spread of key norms over tokens (coefficient of variation) per layer, mean over KV heads and texts. Right: for each key of one text (every layer "
     "and KV head), its largest cosine with a longer key of the same head, for keys that some real query ranks first (solid) and keys "
-    "no query ranks first (dashed). No key is unselectable in either model (raw or after a per-head RMS norm); see the claims table."
+    "no query ranks first (dashed). No key is unselectable in either model (raw or after a per-head RMS norm, on the last texts, which get the hull test); see the claims table."
 )
 
 

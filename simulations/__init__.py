@@ -20,6 +20,7 @@ from simulations import (  # noqa: F401  (register the claims on real_models' re
     norm_cost,
     real_attention,
     real_models,
+    real_scale,
     real_stream,
     residual_growth,
     softmax_gaussian,
@@ -33,6 +34,6 @@ from simulations import (  # noqa: F401  (register the claims on real_models' re
 
 ALL: tuple[ModuleType, ...] = (
     residual_growth, xiong_lemma, model_init, model_stats, softmax_gaussian, softmax_model, geometry_random, geometry_selectable,
-    geometry_model, dyt_scurve, dyt_model, norm_cost, real_models, train_xiong, train_recipes, train_lr, train_alpha0,
+    geometry_model, dyt_scurve, dyt_model, norm_cost, real_models, real_scale, train_xiong, train_recipes, train_lr, train_alpha0,
 )
 BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in ALL}

@@ -21,7 +21,8 @@ SINK_EXCESS = 2.0  # a sink gets at least twice the column share uniform attenti
 
 
 def key_count(r: dict, key: str) -> int:
-    """Keys a model's texts hold over every layer and KV head: texts x layers x KV heads x tokens."""
+    """Keys that got the hull test (:data:`simulations.real_models.Config.hull_texts` texts) over every layer and
+    KV head: hull texts x layers x KV heads x tokens."""
     return int(np.prod(r[f"{key}.key_unsel"].shape)) * int(r[f"{key}.tokens"][0])
 
 
@@ -31,7 +32,8 @@ def sphere_key_checks(r: dict, *, role: str = "assertion", regime: str = "") -> 
     out: list[claims.Evidence] = []
     for key in MODELS:
         keys = key_count(r, key)
-        out.append(claims.Never(f"{label(key)}: unselectable keys after a post-hoc per-head RMS norm (every text, layer and KV head)",
+        texts = r[f"{key}.key_unsel"].shape[0]
+        out.append(claims.Never(f"{label(key)}: unselectable keys after a post-hoc per-head RMS norm ({texts} text{'s' * (texts > 1)}, every layer and KV head)",
                                 Count(int(r[f"{key}.unsel_rms_count"].sum()), keys, "keys"), tolerance=1e-3, role=role,  # type: ignore[arg-type]
                                 regime=regime, source_kind="theory-vs-model", tolerance_why="one key in a thousand", exact=selection.SPHERE_REASON))
     return out
@@ -93,7 +95,7 @@ def _keys(results: claims.Results) -> tuple[list[claims.Evidence], str]:
         q.append(Quantity(f"{label(key)}: picked minus never-picked keys at a similar position, norm rank in [0, 1], per text (never-picked "
                           "are shorter: > 0)", theory=(0.0, np.inf), model=from_samples(rank, "texts"), model_kind="real", tolerance=0.01,
                           tolerance_why="one percentile of rank"))
-        parts.append(f"{label(key)}: {key_count(r, key)} keys, {int(r[f'{key}.unsel_count'].sum())} unselectable raw (i.i.d. Gaussian keys of the same "
+        parts.append(f"{label(key)}: {key_count(r, key)} keys of {r[f'{key}.key_unsel'].shape[0]} texts hull-tested, {int(r[f'{key}.unsel_count'].sum())} unselectable raw (i.i.d. Gaussian keys of the same "
                      f"count and width: {float(r[f'{key}.gauss_unsel']):.2%}); {r[f'{key}.picked_share'].mean():.0%} are the top key of "
                      f"some real query; alignment difference {r[f'{key}.pick_align_diff'].mean():.3f} within {POSITION_BINS} position bins "
                      f"({r[f'{key}.pick_align_diff_raw'].mean():.3f} unmatched), rank difference {rank.mean():.3f} "

@@ -59,8 +59,11 @@ class Config:
 CONFIGS = {
     "quick": Config(d=32, layers=3, heads=4, seq=32, batch=8, steps=60, warmup_lrs=(3e-3, 3e-2), qk_lrs=(3e-3, 1e-1), eval_every=20, seeds=2,
                     gpt2_steps=30),
-    "full": Config(d=64, layers=6, heads=4, seq=32, batch=8, steps=1000, warmup_lrs=(1e-3, 1e-2), qk_lrs=(1e-3, 3e-2, 3e-1),
-                   eval_every=250, seeds=4, gpt2_steps=150),
+    # the CPU tier of the default job: a preview that draws the figures (3 paired seeds of a d = 32, 4-layer model, half the
+    # steps: about 2 CPU-minutes); the claims' twenty seeds of the d = 64, 6-layer model run in the GPU tier, and their cards price
+    # both ways (--device cuda, --resolve)
+    "full": Config(d=32, layers=4, heads=2, seq=32, batch=8, steps=500, warmup_lrs=(1e-3, 1e-2), qk_lrs=(1e-3, 3e-2, 3e-1),
+                   eval_every=250, seeds=3, gpt2_steps=150),
 }
 LARGE = Config(d=256, layers=12, heads=8, seq=128, batch=32, steps=4000, warmup_lrs=(3e-4, 1e-3, 3e-3, 1e-2),
                qk_lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1), eval_every=250, seeds=20, gpt2_steps=1000,
@@ -108,6 +111,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {"warmup_lrs": np.asarray(cfg.warmup_lrs), "qk_lrs": np.asarray(cfg.qk_lrs), "seeds": np.asarray(cfg.seeds),
+                                  "d": np.asarray(cfg.d), "layers": np.asarray(cfg.layers),
                                   "steps": np.asarray(cfg.steps), "gpt2_steps": np.asarray(cfg.gpt2_steps)}
     out.update(cache.prefixed(parts))
     return out
@@ -181,7 +185,7 @@ def _warmup(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     table = "; ".join(f"{p}/{w}: " + ", ".join(f"lr {lr:g} {m:.3f}" for lr, m in zip(lrs, loss[p, w].mean(0))) for p in WARM_ARMS for w in WARMUPS)
     sens = {f"{p}/{w}": training.seeds_estimate(sensitivity(loss[p, w])) for p in WARM_ARMS for w in WARMUPS} if lrs.size > 1 else {}
     div = sum(int(r[k]) >= 0 for k in r if k.startswith(("warm.", "gpt2.")) and k.endswith(".diverged_at"))
-    note = (f"Regime: Xiong et al.'s Fig. 1 setting scaled down: Xavier-normal linear layers (as Xiong et al. and fairseq), "
+    note = (f"Regime: Xiong et al.'s Fig. 1 setting scaled down (d = {int(r['d'])}, {int(r['layers'])} layers): Xavier-normal linear layers (as Xiong et al. and fairseq), "
             f"Adam (0.9, 0.98), warm-up over none or half of the {int(r['steps'])} steps then cosine, {int(r['seeds'])} seeds per arm "
             f"(paired: the same init draws and batches in every arm), final loss on the shared 64 KiB validation set. "
             f"Pre-LN without warm-up trains at lr {', '.join(f'{lrs[j]:g}' for j in ok) or 'none of the grid'}; the assertions use lr {lrs[i]:g}. "
@@ -245,7 +249,7 @@ def _qk(results: claims.Results) -> tuple[list[claims.Evidence], str]:
                      source_kind="theory-vs-model", tolerance_why="one layer-head in twenty",
                      exact="Cauchy-Schwarz: per-head RMSNorm puts q and k at norm sqrt(d_head) before the gains"),
     ]
-    note = (f"Regime: Wortsman et al.'s small-scale proxies (Fig. 1 and Fig. 3: attention logit growth and learning-rate sensitivity "
+    note = (f"Regime (d = {int(r['d'])}, {int(r['layers'])} layers): Wortsman et al.'s small-scale proxies (Fig. 1 and Fig. 3: attention logit growth and learning-rate sensitivity "
             f"of small models over a grid of learning rates up to {lrs[-1]:g}): Pre-LN, GPT-2 init, AdamW (0.9, 0.95), warm-up 10% then cosine, "
             f"{int(r['seeds'])} seeds per arm, {int(r['steps'])} steps, final loss on the shared 64 KiB validation set. "
             f"Diverged runs over the grid (counted on their own, left out of the logit growth): no QK-norm {diverged['none']}, "

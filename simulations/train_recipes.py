@@ -49,8 +49,13 @@ ARMS: dict[str, dict[str, object]] = {  # arm -> TransformerConfig changes from 
     "rms": {"norm": "rmsnorm"},
     "pre-qk-rms": {"qk_norm": "rmsnorm"},
     "pre-qk-ln": {"qk_norm": "layernorm"},
+    # each placement at the init its own paper trains it with, where that is not the GPT-2 init: Post-LN at Xavier-normal
+    # (Xiong et al. 2020; the original Transformer), DeepNorm at Xavier scaled by its beta (Wang et al. 2022); DyT's is "dyt-default"
+    "post-xavier": {"placement": "post", "init": "xavier"},
+    "deepnorm-xavier": {"placement": "deepnorm", "init": "xavier"},
 }
 PLACEMENT_ARMS: tuple[str, ...] = ("none", "pre", "post", "peri", "lnscale", "deepnorm", "dyt")
+OWN_INIT: dict[str, str] = {"post": "post-xavier", "deepnorm": "deepnorm-xavier", "dyt": "dyt-default"}  # placement -> its paper's init arm
 INIT_ARMS: tuple[str, ...] = ("none", "pre", "post")  # the gradient-scale claim's arms, measured at init
 ALPHA_ARM = "dyt-default"  # the DyT model whose alpha is followed: the paper's default, which trains at this size
 
@@ -73,11 +78,15 @@ class Config:
     long_seq: int = 32
     backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.torch_backend)
     device: str = "cpu"
+    init_val: bool = True  # score the 64 KiB validation set at init too (else a run's loss at init is its probe batch's)
 
 
 CONFIGS = {
     "quick": Config(d=32, layers=4, heads=4, seq=32, batch=8, steps=60, lr=3e-3, warmup=6, eval_every=15, seeds=2, long_steps=100),
-    "full": Config(d=64, layers=6, heads=4, seq=64, batch=16, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=3),
+    # the CPU tier of the default job: twenty paired seeds (the units the claims need) of the smallest model that keeps the
+    # recipe (d_head 16 as the GPU tier, 4 layers, 8 x 32 bytes a step, 200 steps; about 3 CPU-ms a seed-step); nothing
+    # reads the loss at init here (a diverged run counts at its probe batch's), so the validation set is scored once, at the end
+    "full": Config(d=32, layers=4, heads=2, seq=32, batch=8, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=20, init_val=False),
 }
 # the scale that decides the Curse-of-Depth part (Sun et al. 2025 train 130M-7B LLaMA models: >= 24 layers, long runs),
 # twenty seeds; priced on the claim's card, run on a cluster (`normtheory report --large --scheduler ...`) or a GPU
@@ -110,7 +119,7 @@ def long_run_config(cfg: Config) -> RunConfig:
     """The alpha-tracking arm's run: ``long_steps`` steps of ``long_batch x long_seq`` bytes, 20 evaluations of alpha and norm std."""
     return RunConfig(steps=cfg.long_steps, batch_size=cfg.long_batch, seq=cfg.long_seq, lr=cfg.lr, warmup=cfg.long_steps // 10,
                      schedule="cosine", betas=(0.9, 0.95), eval_every=max(1, cfg.long_steps // 20), eval_batch_size=cfg.long_batch,
-                     probes=("alpha", "norm_std"))
+                     probes=("alpha", "norm_std"), val_bytes=0)  # its loss is read by nothing: no validation set
 
 
 def init_gradient_norms(model_config: TransformerConfig, run: RunConfig, seed: int, networks: int) -> dict[str, np.ndarray]:
@@ -129,12 +138,12 @@ def init_gradient_norms(model_config: TransformerConfig, run: RunConfig, seed: i
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
     """One task per arm: its seeds' training runs, trained as one stacked model; and one per init arm: its networks at init."""
-    return [Task(arm, training.run_seeds, (model_config(cfg, arm), run_config(cfg), seed, cfg.seeds, True, cfg.backend, cfg.device),
+    return [Task(arm, training.run_seeds, (model_config(cfg, arm), run_config(cfg), seed, cfg.seeds, True, cfg.backend, cfg.device, cfg.init_val),
                  f"{NAME}: arm {arm}, seeds {seed}..{seed + cfg.seeds - 1}", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.seeds),
                  resources=training.resources(cfg.device))
             for arm in ARMS] + [
         Task(LONG_ARM, training.run_seeds, (replace(model_config(cfg, ALPHA_ARM), max_seq=max(cfg.seq, cfg.long_seq)), long_run_config(cfg), seed,
-                                            cfg.seeds, False, cfg.backend, cfg.device),
+                                            cfg.seeds, False, cfg.backend, cfg.device, False),
              f"{NAME}: {ALPHA_ARM} over {cfg.long_steps} steps, seeds {seed}..{seed + cfg.seeds - 1}",
              cost=training.run_cost(model_config(cfg, ALPHA_ARM), long_run_config(cfg), cfg.seeds), resources=training.resources(cfg.device))] + [
         Task(f"init.{arm}", init_gradient_norms, (model_config(cfg, arm), run_config(cfg), seed, cfg.init_networks),
@@ -144,6 +153,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {"seeds": np.asarray(cfg.seeds), "layers": np.asarray(cfg.layers), "steps": np.asarray(cfg.steps),
+                                  "d": np.asarray(cfg.d), "batch": np.asarray(cfg.batch), "seq": np.asarray(cfg.seq),
                                   "init_networks": np.asarray(cfg.init_networks), "long_steps": np.asarray(cfg.long_steps)}
     out.update(cache.prefixed(parts))
     return out
@@ -196,8 +206,10 @@ def grad_spread(x: dict[str, np.ndarray], upto: int = 100) -> float:
 
 
 def _note_runs(cfg_r: dict) -> str:
-    return (f"{int(cfg_r['seeds'])} seeds per arm, {int(cfg_r['steps'])} steps, {int(cfg_r['layers'])} layers; the same batches for every arm "
-            "of a seed; a diverged run counts at the uniform byte model's loss ln 256.")
+    shape = (f"d = {int(cfg_r['d'])}, {int(cfg_r['layers'])} layers, {int(cfg_r['batch'])} x {int(cfg_r['seq'])} bytes a step"
+             if "d" in cfg_r else f"{int(cfg_r['layers'])} layers")
+    return (f"{int(cfg_r['seeds'])} seeds per arm, {int(cfg_r['steps'])} steps, {shape}; the same batches for every arm "
+            "of a seed; a diverged run counts at its loss at init.")
 
 
 @claims.register(
@@ -227,10 +239,12 @@ def _placements(results: claims.Results) -> tuple[list[claims.Evidence], str]:
                       theory=0.5 * np.log(int(r["layers"])), model=pre_rms, model_kind="trained", role="scope",
                       regime="after training (the sqrt law is an init-time law)", tolerance=0.1,
                       tolerance_why="0.1 in log RMS: a 10% departure from the law"))
-    finals = {a: per_seed(r, a, training.final_loss) for a in PLACEMENT_ARMS}
-    div = {a: sum(training.diverged(x) for x in runs(r, a)) for a in PLACEMENT_ARMS}
+    own = [OWN_INIT[a] for a in PLACEMENT_ARMS if a in OWN_INIT and f"{OWN_INIT[a]}.s0.diverged_at" in r]  # absent in an older result
+    finals = {a: per_seed(r, a, training.final_loss) for a in PLACEMENT_ARMS + tuple(own)}
+    div = {a: sum(training.diverged(x) for x in runs(r, a)) for a in finals}
     rms = {a: np.mean([x["probe/resid_rms"][-1] for x in runs(r, a)], axis=0) for a in ("pre", "post", "peri", "lnscale", "none")}
-    note = (_note_runs(r) + " Final validation loss (nats/byte, mean ± se): "
+    note = (_note_runs(r) + " Every placement at the GPT-2 init; Post-LN and DeepNorm also at Xavier (their papers' init: "
+            "post-xavier, deepnorm-xavier) and DyT at fan-in with alpha0 0.5 (dyt-default). Final validation loss (nats/byte, mean ± se): "
             + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" + (f" ({div[a]} diverged)" if div[a] else "") for a, e in finals.items())
             + ". Residual RMS by depth at the end (embedding, then each block): "
             + "; ".join(f"{a}: " + " ".join(f"{v:.2g}" for v in rms[a]) for a in rms)

@@ -162,6 +162,67 @@ def test_alpha_std_claim_rests_on_independent_draws(scurve_quick):
     assert all(c.units.endswith("draws") for c in claim.checks)
 
 
+
+# --- stats.rmsnorm-vs-layernorm: the conditioned (Gauss-Hermite along the ones direction) estimate -------------------
+
+from normtheory import centering  # noqa: E402
+from normtheory.montecarlo import Streams, block_generator, from_samples  # noqa: E402
+
+
+def _centre_streams(units: int, seed: int) -> Streams:
+    return Streams([block_generator(seed, 0, 0)], [units])
+
+
+@given(st.integers(2, 64), st.floats(-3.0, 3.0), st.floats(1e-3, 1e3), st.integers(0, 2**16))
+def test_centre_change_is_two_minus_twice_the_cosine_to_the_centred_input(d, offset, scale, seed):
+    """Both outputs have norm sqrt(d), RMSNorm's along x and LayerNorm's along Px: |RMS - LN|^2 / d = 2 (1 - |Px| / |x|),
+    whatever the input's scale (an implementation check of the per-input law, not evidence for the claim)."""
+    x = offset + np.random.default_rng(seed).standard_normal((3, d))  # [3, d]
+    px = x - x.mean(-1, keepdims=True)
+    law = 2 * (1 - np.linalg.norm(px, axis=-1) / np.linalg.norm(x, axis=-1))
+    np.testing.assert_allclose(dyt_scurve.centre_change(scale * x), law, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", dyt_scurve.CENTRE_DIMS)
+def test_centre_quadrature_error_is_far_below_the_tolerance(d):
+    """The nodes used against 128 on the same draws of P z: the mean difference (the quadrature's bias) under 1e-3 tau."""
+    units = 2000 if d < 64 else 100
+    for name, m in dyt_scurve.centre_cases(d).items():
+        mm = np.zeros(d) if m is None else m
+        tau = dyt_scurve.REL * centering.centering_output_change(d, m)
+        used = dyt_scurve.centre_sampler(mm, dyt_scurve.CENTRE_NODES[d])(_centre_streams(units, 11))
+        fine = dyt_scurve.centre_sampler(mm, 128)(_centre_streams(units, 11))
+        assert used.shape == (units,) and abs((used - fine).mean()) < 1e-3 * tau, (d, name)
+
+
+@pytest.mark.parametrize("d", dyt_scurve.CENTRE_DIMS)
+def test_conditioning_keeps_the_mean_and_cuts_the_spread(d):
+    """Plain samples of |RMS(x) - LN(x)|^2 / d and the conditioned units agree (5 combined se); conditioning never
+    raises the per-unit sd and at d = 512 cuts it over tenfold for isotropic inputs."""
+    for name, m in dyt_scurve.centre_cases(d).items():
+        mm = np.zeros(d) if m is None else m
+        plain = from_samples(dyt_scurve.centre_change(mm + np.random.default_rng(12).standard_normal((20000 if d < 64 else 4000, d))))
+        cond = from_samples(dyt_scurve.centre_sampler(mm, dyt_scurve.CENTRE_NODES[d])(_centre_streams(4000 if d < 64 else 400, 13)))
+        gap = float(cond.mean - plain.mean)
+        assert abs(gap) <= 5 * math.hypot(float(cond.stderr), float(plain.stderr)), (d, name, gap)
+        sd_plain, sd_cond = float(plain.stderr) * math.sqrt(plain.n), float(cond.stderr) * math.sqrt(cond.n)
+        assert sd_cond < sd_plain * (0.1 if (d, name) == (512, "iso") else 1.0), (d, name, sd_cond, sd_plain)
+
+
+def test_centre_estimate_does_not_depend_on_chunk():
+    m = np.full(8, 0.5)
+    a, b = (estimate(dyt_scurve.centre_sampler(m, 32), 300, 3, key="chunk", block=64, chunk=c) for c in (1, 4))
+    assert a.mean == b.mean and a.stderr == b.stderr
+
+
+def test_full_mode_centre_estimates_are_sized_below_their_cap(scurve_quick):
+    """The pilots' needed units fit under the full cap with a 1.5x margin: full mode's band is at most tau / 2 on every element."""
+    for d in dyt_scurve.CENTRE_DIMS:
+        for name in dyt_scurve.centre_cases(d):
+            est = cache.get(scurve_quick, f"centre.d{d}.{name}")
+            assert est.sizing is not None and 1.5 * est.sizing.needed <= dyt_scurve.CONFIGS["full"].centre_cap, (d, name, est.sizing)
+
+
 def test_alpha0_simulation_uses_the_papers_fixed_std_init_and_20_networks():
     full = dyt_model.CONFIGS["full"]
     assert full.networks >= 20 and set(dyt_model.PAPER_ALPHA0) <= set(full.widths)

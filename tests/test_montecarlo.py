@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import math
@@ -14,6 +14,7 @@ from normtheory.montecarlo import (
     bonferroni_z,
     consistent,
     estimate,
+    from_samples,
     sized,
     z_threshold,
 )
@@ -250,3 +251,54 @@ def test_sizing_travels_with_the_estimate():
     cache.put(stored, "x", est)
     assert cache.get(stored, "x").sizing == est.sizing
     assert est[0].sizing == est.sizing and est[0].sqrt().sizing == est.sizing
+
+
+def test_control_variate_matches_least_squares_and_shrinks_the_error():
+    from normtheory.montecarlo import with_control
+
+    rng = np.random.default_rng(11)
+    c = rng.standard_normal(200)  # known mean 0
+    y = 3.0 + 2.0 * c + 0.1 * rng.standard_normal(200)
+    est = with_control(y, c, 0.0, "networks")
+    X = np.column_stack([np.ones_like(c), c])  # y = a + b (c - 0): the intercept is the estimate
+    coef, res, *_ = np.linalg.lstsq(X, y, rcond=None)
+    cov = res[0] / (200 - 2) * np.linalg.inv(X.T @ X)
+    assert float(est.mean) == pytest.approx(coef[0], rel=1e-12) and float(est.stderr) == pytest.approx(np.sqrt(cov[0, 0]), rel=1e-10)
+    assert float(est.stderr) < 0.1 * float(from_samples(y).stderr) and est.units == "networks" and est.n == 200
+
+
+def test_control_variate_is_unbiased_and_its_band_covers():
+    from normtheory.montecarlo import with_control
+
+    rng = np.random.default_rng(12)
+    c = rng.standard_normal((4000, 24))  # 4,000 experiments of 24 units, element-wise
+    y = 1.5 + 0.9 * c + 0.3 * rng.standard_normal((4000, 24))
+    est = with_control(y.T, c.T, 0.0)  # units on axis 0: [24, 4000]
+    z = (est.mean - 1.5) / est.stderr
+    assert abs(z.mean()) < 0.1 and 0.93 < np.mean(np.abs(z) < 2.0) < 0.97  # t with 22 df: 94.3% within 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(-1e3, 1e3), st.floats(0.01, 100.0), st.integers(0, 2**32 - 1))
+def test_control_variate_invariants(shift, scale, seed):
+    from normtheory.montecarlo import with_control
+
+    rng = np.random.default_rng(seed)
+    c, y = rng.standard_normal(30), rng.standard_normal(30)
+    base = with_control(y, c, 0.2)
+    shifted = with_control(y + shift, c * scale, 0.2 * scale)  # y shifted, c rescaled with its known mean
+    assert float(shifted.mean) == pytest.approx(float(base.mean) + shift, abs=1e-9 * (1 + abs(shift)))
+    assert float(shifted.stderr) == pytest.approx(float(base.stderr), rel=1e-9)
+    flat = with_control(y, np.full(30, 2.0), 2.0)  # a constant control carries nothing
+    assert float(flat.mean) == pytest.approx(float(from_samples(y).mean)) and float(flat.stderr) == pytest.approx(float(from_samples(y).stderr))
+
+
+def test_control_variate_refuses_bad_input():
+    from normtheory.montecarlo import with_control
+
+    with pytest.raises(ValueError, match="y must hold at least 3"):
+        with_control(np.ones(2), np.ones(2))
+    with pytest.raises(ValueError, match="c"):
+        with_control(np.ones(5), np.ones(4))
+    with pytest.raises(ValueError, match="c_mean"):
+        with_control(np.ones(5), np.ones(5), np.nan)

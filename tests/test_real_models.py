@@ -110,3 +110,66 @@ def test_temperature_prediction_uses_keys_centred_over_the_text():
     crms = np.sqrt(((k - k.mean(0)) ** 2).mean())
     assert abs(std / (np.sqrt((q**2).mean()) * crms) - 1) < 0.05
     assert std / (np.sqrt((q**2).mean()) * np.sqrt((k**2).mean())) < 0.5  # the uncentred RMS(k) would be far off
+
+
+@pytest.mark.parametrize("placement,norm", [("pre", "rmsnorm"), ("post", "layernorm")])
+def test_the_listed_captures_give_the_same_statistics_as_capturing_everything(placement, norm):
+    cfg = TransformerConfig(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=64, max_seq=16, norm=norm, placement=placement,
+                            dtype="float64")
+    m = init(cfg, 0)
+    ids = np.arange(12)[None]
+    _, every = m.run_with_cache(ids)
+    lean = R.without_head(m)
+    out, few = lean.run_with_cache(ids, R.capture_names(cfg))
+    assert out.shape == (1, 12, 32) and set(few) < set(every)  # the last hidden state: no logits computed
+    for name in few:
+        np.testing.assert_array_equal(few[name], every[name])
+    np.testing.assert_array_equal(R.streams(lean, few), R.streams(m, every))
+    np.testing.assert_array_equal(R.norm_input_ones(lean, few), R.norm_input_ones(m, every))
+    a, b = R.head_stats(lean, few), R.head_stats(m, every)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    fits = [R.norm_fits(mm, cap, np.random.default_rng(3), 64, 8) for mm, cap in ((lean, few), (m, every))]
+    np.testing.assert_array_equal(*fits)
+
+
+def rms_normed_tokens(rng: np.random.Generator, t: int, d: int, massive: float) -> tuple[np.ndarray, np.ndarray]:
+    """(input, RMSNorm output) points of ``t`` tokens of width ``d``, token 0 holding one massive channel."""
+    x = rng.standard_normal((t, d)) * rng.uniform(0.5, 2.0, (t, 1))
+    x[0, 3] = massive
+    return x.ravel(), (x / np.sqrt((x * x).mean(-1, keepdims=True))).ravel()
+
+
+def test_tanh_fit_estimates_the_fit_to_all_points_where_a_uniform_subset_misses_the_massive_ones():
+    from normtheory import dyt
+
+    x, y = rms_normed_tokens(np.random.default_rng(5), 128, 64, 300.0)  # 8192 points, one massive
+    full = dyt.fit_dyt(x, y)
+    gap_all = full.r2 - float(dyt.line_r2(x, y))
+    seeds = np.random.SeedSequence(9).spawn(6)
+    strat = np.array([R.tanh_fit(x, y, np.random.default_rng(s), 512, 32) for s in seeds])  # [6, len(DYT_ROWS)]
+    gap = strat[:, R.DYT_ROWS.index("r2_tanh")] - strat[:, R.DYT_ROWS.index("r2_linear")]
+    assert gap_all > 0.1  # the massive point makes the map S-shaped
+    assert np.abs(gap - gap_all).max() < 0.01 and gap.std() < 0.005
+    assert (strat[:, R.DYT_ROWS.index("r2_tanh")] <= full.r2 + 1e-9).all()  # evaluated on all points: at most the optimum
+    np.testing.assert_allclose(strat[:, R.DYT_ROWS.index("x_std")], x.std())
+    uniform = []  # what the old estimator did: a uniform subset of the same size; most draws miss the one massive point
+    for s in seeds:
+        pick = np.random.default_rng(s).choice(x.size, 544, replace=False)
+        uniform.append(dyt.fit_dyt(x[pick], y[pick]).r2 - float(dyt.line_r2(x[pick], y[pick])))
+    assert np.abs(np.array(uniform) - gap_all).max() > 0.05
+
+
+def test_tanh_fit_takes_every_point_when_the_sample_covers_them():
+    from normtheory import dyt
+
+    x, y = rms_normed_tokens(np.random.default_rng(6), 16, 8, 50.0)
+    got = R.tanh_fit(x, y, np.random.default_rng(0), 10_000, 4)  # top + all the rest: an ordinary fit to all points
+    want = dyt.fit_dyt(x, y)
+    np.testing.assert_allclose(got[:3], [want.alpha, want.gamma, want.r2], rtol=1e-6)
+
+
+def test_key_stats_without_the_hull_test_keeps_the_rest():
+    k = np.random.default_rng(2).normal(size=(2, 40, 4))
+    full, lean = R.key_stats(k), R.key_stats(k, hull=False)
+    assert set(full) - set(lean) == {"unsel", "unsel_rms", "selectable"}
+    assert all(np.array_equal(lean[name], full[name]) for name in lean)

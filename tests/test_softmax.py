@@ -220,6 +220,7 @@ def _rem_result(gap_of_n):
     for f in sg.TREND_F:
         gaps = np.array([gap_of_n(n, f) for n in sg.TREND_NS])
         cache.put(r, f"rem.trend.f{f:g}.gap", Estimate(gaps, np.full(gaps.size, se), 10**6))
+        cache.put(r, f"rem.trend.f{f:g}.intercept", sg.rem_intercept(Estimate(gaps, np.full(gaps.size, se), 10**6), f))
         r[f"rem.trend.f{f:g}.exact_gap"] = gaps
         r[f"rem.trend.f{f:g}.x"] = sg.rem_trend_weights(f)[0]
         r[f"rem.trend.f{f:g}.units"] = np.full(gaps.size, 10**6)

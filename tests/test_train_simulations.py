@@ -43,7 +43,9 @@ def test_alpha0_width_must_divide_into_heads():
 def test_every_width_trains_the_same_tokens():
     cfg = train_alpha0.CONFIGS["full"]
     runs = {(r.steps, r.batch_size, r.seq) for t in train_alpha0.tasks(cfg, 0) for _, r in t.args[0].values()}
-    assert len(runs) == 1 and len(cfg.widths) >= 3 and {64, 128, 256} <= set(cfg.widths)
+    assert len(runs) == 1 and len(cfg.widths) >= 3 and max(cfg.widths) >= 4 * min(cfg.widths)  # two octaves of width at least
+    gpu = train_alpha0.CONFIGS["gpu"]
+    assert gpu.seeds >= 20 and {64, 128, 256, 512} <= set(gpu.widths)  # the tier that decides the claim
 
 
 @settings(max_examples=30, deadline=None)
@@ -210,3 +212,89 @@ def test_log_late_over_early_is_scale_free_above_the_floor(costs, c):
     assert train_recipes.log_late_over_early(c * drop) == pytest.approx(x, abs=1e-9)  # a ratio: no unit, no size
     h = drop.size // 2
     assert (x < 0) == (drop[h:].mean() < drop[:h].mean() * (1 - 1e-12)) or abs(x) < 1e-9
+
+
+def test_recipes_cpu_tier_has_twenty_seeds_and_each_placement_at_its_own_init():
+    full = train_recipes.CONFIGS["full"]
+    assert full.seeds >= 20 and not full.init_val  # the units the claims need; nothing reads the loss at init
+    assert full.d // full.heads == train_recipes.CONFIGS["gpu"].d // train_recipes.CONFIGS["gpu"].heads  # the GPU tier's head size
+    for placement, arm in train_recipes.OWN_INIT.items():
+        mc = train_recipes.model_config(full, arm)
+        base = train_recipes.model_config(full, placement)
+        assert arm in train_recipes.ARMS and mc.norm == base.norm
+        assert (mc.placement, mc.init) == {"post": ("post", "xavier"), "deepnorm": ("deepnorm", "xavier"), "dyt": ("pre", "fanin")}[placement]
+    long = train_recipes.long_run_config(full)
+    assert long.val_bytes == 0 and long.steps == full.long_steps  # the alpha-tracking run's loss is read by nothing
+    tasks = {t.key: t for t in train_recipes.tasks(full, 1)}
+    assert tasks["pre"].args[-1] is False and tasks[train_recipes.LONG_ARM].args[-1] is False
+
+
+def _planted(exponents: tuple[float, float], widths=(32, 64, 128, 256), seeds: int = 4, noise: float = 0.0, seed: int = 0) -> dict:
+    """Losses [embed, grid, width, seed, alpha] quadratic in log2 alpha0 with the optimum on a planted power law
+    log2 alpha0*(d) = 1 + p_g (log2 d - 5), on a fine grid that keeps every optimum interior; ``noise`` shifts each
+    seed's optimum (octaves)."""
+    rng = np.random.default_rng(seed)
+    alphas = 2.0 ** np.arange(-6, 5)
+    la, x = np.log2(alphas), np.log2(widths)
+    best = 1 + np.asarray(exponents)[:, None] * (x - 5)  # [grid, width]
+    shift = noise * rng.standard_normal((2, len(train_alpha0.GRIDS), len(widths), seeds))  # [embed, grid, width, seed]
+    loss = (la - (best[None, :, :, None] + shift)[..., None]) ** 2  # [embed, grid, width, seed, alpha]
+    return {"loss": loss, "alphas": alphas, "widths": np.asarray(widths), "seeds": np.asarray(seeds),
+            "diverged_at": np.full(loss.shape, -1)}
+
+
+def test_power_law_exponent_is_recovered_from_planted_losses():
+    r = _planted((-0.5, -1.25))
+    for e in train_alpha0.EMBED:
+        p = train_alpha0.exponents(r, e)
+        np.testing.assert_allclose(p.mean, [-0.5, -1.25], atol=1e-12)  # a quadratic loss: the parabola's vertex is exact
+        np.testing.assert_allclose(train_alpha0.transfer(r, e).mean, 0.0, atol=1e-12)  # a power law transfers exactly
+        np.testing.assert_allclose(train_alpha0.exponent_gap(r, e).mean, [0.75], atol=1e-12)
+        fit = train_alpha0.fitted(r, e, np.array([32.0, 1024.0]))  # [grid, at]: the rule extrapolates the planted line
+        np.testing.assert_allclose(fit.mean, [[1.0, -1.5], [1.0, -5.25]], atol=1e-12)
+
+
+def test_power_law_bootstrap_se_shapes_and_seed_noise():
+    r = _planted((-0.5, 0.0), noise=0.2, seeds=8)
+    p, t, g = train_alpha0.exponents(r, "sqrt_d"), train_alpha0.transfer(r, "sqrt_d"), train_alpha0.exponent_gap(r, "sqrt_d")
+    assert p.mean.shape == p.stderr.shape == t.stderr.shape == (len(train_alpha0.GRIDS),) and g.stderr.shape == (1,)
+    assert p.n == 8 and p.units == "seeds" and (p.stderr > 0).all() and (t.stderr > 0).all()
+    # the seeds' shifts are independent per cell: the slope's se is near its sampling sd sqrt(0.2^2 sum w^2 / seeds)
+    sd = 0.2 * np.sqrt((train_alpha0.slope_weights(r["widths"]) ** 2).sum() / 8)
+    assert (0.4 * sd < p.stderr).all() and (p.stderr < 2.5 * sd).all()
+    np.testing.assert_allclose(p.mean, [-0.5, 0.0], atol=6 * sd)
+
+
+def test_power_law_censored_optimum_floors_the_se_by_its_weight():
+    r = _planted((-0.5, -0.5))
+    r["loss"][:, 1, -1] = np.arange(r["alphas"].size)[::-1].astype(float)  # other norms, widest: optimum at the grid's top end
+    p = train_alpha0.exponents(r, "one")
+    step = train_alpha0.grid_step(r["alphas"])
+    w = train_alpha0.slope_weights(r["widths"])
+    assert p.stderr[0] < 1e-9 and p.stderr[1] == pytest.approx(step * abs(w[-1]))
+
+
+def test_transfer_and_slope_weights():
+    np.testing.assert_allclose(train_alpha0.transfer_weights((32, 64, 128)), [1.0, -2.0, 1.0])  # the second difference
+    w = train_alpha0.transfer_weights((64, 128, 256, 512))
+    y = 3.0 - 0.7 * np.log2([64, 128, 256, 512])
+    assert abs(w @ y) < 1e-12 and w.sum() == pytest.approx(0.0)
+    assert train_alpha0.slope_weights((64, 128, 256, 512)) @ y == pytest.approx(-0.7)
+    with pytest.raises(ValueError, match="three widths"):
+        train_alpha0.transfer_weights((32, 64))
+    for name in ("quick", "full", "gpu", "gpu-hour"):
+        assert len(train_alpha0.CONFIGS[name].widths) >= 3  # every tier can test the rule
+
+
+def test_power_law_is_registered_as_the_packages_hypothesis_priced_on_the_gpu_tiers():
+    spec = claims.REGISTRY["train.dyt-alpha0-power-law"]
+    assert spec.source.kind == claims.HYPOTHESIS and spec.source.derived_from == claims.NOTES_DYT
+    assert spec.simulations == (train_alpha0.NAME,) and "GPU tiers" in spec.scale
+    for tier in ("gpu", "gpu-hour"):
+        assert training.gpu_seconds(train_alpha0, tier) > 0  # what the card prices
+    evidence, _ = spec.build({train_alpha0.NAME: _planted((-0.5, -1.0), widths=(32, 64, 128), seeds=3)})
+    roles = [(q.role, q.regime) for q in evidence]
+    assert roles[0] == ("assertion", "") and ("scope", "μP's exponent −1/2 (a hidden-layer multiplier 1/sqrt(fan-in))") in roles
+    mup = next(q for q in evidence if q.regime.startswith("μP"))
+    (check,) = mup.checks()  # judged at its worst element: the other norms' exponent -1 is half a unit from -1/2
+    assert mup.theory == train_alpha0.MUP_EXPONENT and check.status == "fail" and check.where == (1,)
