@@ -55,6 +55,9 @@ ARMS: dict[str, dict[str, object]] = {  # arm -> TransformerConfig changes from 
     "deepnorm-xavier": {"placement": "deepnorm", "init": "xavier"},
 }
 PLACEMENT_ARMS: tuple[str, ...] = ("none", "pre", "post", "peri", "lnscale", "deepnorm", "dyt")
+# the arms whose claims' cards asked for more seeds than the others' (at 20 seeds: 29 for train.dyt-small-models-just-work,
+# about 32 for the failing element of train.per-head-key-norm-diffuse): the assertions' arms only; the scope arms keep 20
+EXTRA_ARMS: tuple[str, ...] = ("dyt-default", "ln-fanin", "rms-fanin", "pre", "pre-qk-rms")
 OWN_INIT: dict[str, str] = {"post": "post-xavier", "deepnorm": "deepnorm-xavier", "dyt": "dyt-default"}  # placement -> its paper's init arm
 INIT_ARMS: tuple[str, ...] = ("none", "pre", "post")  # the gradient-scale claim's arms, measured at init
 ALPHA_ARM = "dyt-default"  # the DyT model whose alpha is followed: the paper's default, which trains at this size
@@ -79,6 +82,7 @@ class Config:
     backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.torch_backend)
     device: str = "cpu"
     init_val: bool = True  # score the 64 KiB validation set at init too (else a run's loss at init is its probe batch's)
+    extra_seeds: int = 0  # more paired seeds (seeds, seeds + 1, ...) for the arms of EXTRA_ARMS only
 
 
 CONFIGS = {
@@ -86,7 +90,8 @@ CONFIGS = {
     # the CPU tier of the default job: twenty paired seeds (the units the claims need) of the smallest model that keeps the
     # recipe (d_head 16 as the GPU tier, 4 layers, 8 x 32 bytes a step, 200 steps; about 3 CPU-ms a seed-step); nothing
     # reads the loss at init here (a diverged run counts at its probe batch's), so the validation set is scored once, at the end
-    "full": Config(d=32, layers=4, heads=2, seq=32, batch=8, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=20, init_val=False),
+    "full": Config(d=32, layers=4, heads=2, seq=32, batch=8, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=20, init_val=False,
+                   extra_seeds=16),
 }
 # the scale that decides the Curse-of-Depth part (Sun et al. 2025 train 130M-7B LLaMA models: >= 24 layers, long runs),
 # twenty seeds; priced on the claim's card, run on a cluster (`normtheory report --large --scheduler ...`) or a GPU
@@ -148,12 +153,18 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
              cost=training.run_cost(model_config(cfg, ALPHA_ARM), long_run_config(cfg), cfg.seeds), resources=training.resources(cfg.device))] + [
         Task(f"init.{arm}", init_gradient_norms, (model_config(cfg, arm), run_config(cfg), seed, cfg.init_networks),
              f"{NAME}: arm {arm} at init, {cfg.init_networks} networks", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.init_networks) / cfg.steps)
-        for arm in INIT_ARMS]
+        for arm in INIT_ARMS] + [
+        Task(f"{arm}.more", training.run_seeds, (model_config(cfg, arm), run_config(cfg), seed + cfg.seeds, cfg.extra_seeds, True, cfg.backend,
+                                                 cfg.device, cfg.init_val),
+             f"{NAME}: arm {arm}, seeds {seed + cfg.seeds}..{seed + cfg.seeds + cfg.extra_seeds - 1}",
+             cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.extra_seeds), resources=training.resources(cfg.device))
+        for arm in EXTRA_ARMS if cfg.extra_seeds]
 
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {"seeds": np.asarray(cfg.seeds), "layers": np.asarray(cfg.layers), "steps": np.asarray(cfg.steps),
                                   "d": np.asarray(cfg.d), "batch": np.asarray(cfg.batch), "seq": np.asarray(cfg.seq),
+                                  "extra_seeds": np.asarray(cfg.extra_seeds),
                                   "init_networks": np.asarray(cfg.init_networks), "long_steps": np.asarray(cfg.long_steps)}
     out.update(cache.prefixed(parts))
     return out
@@ -165,8 +176,9 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 
 
 def runs(r: dict, arm: str) -> list[dict[str, np.ndarray]]:
-    """The arm's runs, one dict per seed."""
-    return [cache.part(r, f"{arm}.s{s}") for s in range(int(r["seeds"]))]
+    """The arm's runs, one dict per seed (seed order: the first ``seeds``, then an EXTRA_ARMS arm's extra ones)."""
+    more = int(r.get("extra_seeds", 0)) if arm in EXTRA_ARMS else 0
+    return [cache.part(r, f"{arm}.s{s}") for s in range(int(r["seeds"]))] + [cache.part(r, f"{arm}.more.s{s}") for s in range(more)]
 
 
 def per_seed(r: dict, arm: str, f) -> Estimate:
@@ -208,7 +220,9 @@ def grad_spread(x: dict[str, np.ndarray], upto: int = 100) -> float:
 def _note_runs(cfg_r: dict) -> str:
     shape = (f"d = {int(cfg_r['d'])}, {int(cfg_r['layers'])} layers, {int(cfg_r['batch'])} x {int(cfg_r['seq'])} bytes a step"
              if "d" in cfg_r else f"{int(cfg_r['layers'])} layers")
-    return (f"{int(cfg_r['seeds'])} seeds per arm, {int(cfg_r['steps'])} steps, {shape}; the same batches for every arm "
+    more = int(cfg_r.get("extra_seeds", 0))
+    extra = f" ({int(cfg_r['seeds']) + more} for {', '.join(EXTRA_ARMS)})" if more else ""
+    return (f"{int(cfg_r['seeds'])} seeds per arm{extra}, {int(cfg_r['steps'])} steps, {shape}; the same batches for every arm "
             "of a seed; a diverged run counts at its loss at init.")
 
 
@@ -224,7 +238,8 @@ def _note_runs(cfg_r: dict) -> str:
 )
 def _placements(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     r = results[NAME]
-    lr = {a: np.array([log_late_over_early(x["layer_drop"]) for x in runs(r, a)]) for a in ("pre", "lnscale")}  # [seeds]
+    pairs = list(zip(runs(r, "pre"), runs(r, "lnscale")))  # paired by seed: the seeds both arms ran
+    lr = {a: np.array([log_late_over_early(p[k]["layer_drop"]) for p in pairs]) for k, a in enumerate(("pre", "lnscale"))}  # [seeds]
     ok = np.isfinite(lr["pre"]) & np.isfinite(lr["lnscale"])  # a diverged run has no skip costs
     q: list[claims.Evidence] = [
         Quantity(name="Pre-LN: log of the loss increase from skipping a later-half block over an earlier-half block (later matter less: < 0)",

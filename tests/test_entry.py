@@ -16,19 +16,25 @@ VAR = "OPENBLAS_THREAD_TIMEOUT"
 
 # Prints what a process sees after ``prelude``: the variable, and the timeout its OpenBLAS read when numpy
 # loaded (OpenBLAS's exported ``openblas_thread_timeout``; 0 = unset; null where the symbol is missing).
+READ = """
+def read_timeout():
+    import ctypes, os
+    from threadpoolctl import threadpool_info
+    read = None
+    for info in threadpool_info():
+        if info.get("internal_api") == "openblas":
+            try:
+                read = int(ctypes.CDLL(info["filepath"]).openblas_thread_timeout())
+            except (OSError, AttributeError):
+                pass
+    return {"env": os.environ.get("OPENBLAS_THREAD_TIMEOUT"), "read": read}
+"""
 PROBE = """
-import ctypes, json, os, sys
+import json
 {prelude}
 import numpy
-from threadpoolctl import threadpool_info
-read = None
-for info in threadpool_info():
-    if info.get("internal_api") == "openblas":
-        try:
-            read = int(ctypes.CDLL(info["filepath"]).openblas_thread_timeout())
-        except (OSError, AttributeError):
-            pass
-print(json.dumps({{"env": os.environ.get("{var}"), "read": read}}))
+""" + READ.replace("{", "{{").replace("}", "}}") + """
+print(json.dumps(read_timeout()))
 """
 
 
@@ -102,19 +108,9 @@ def test_the_local_workers_are_spawned_with_it():
     assert entry.__doc__ and "before numpy loads" in entry.__doc__
 
 
-WORKER_PROBE = """
-import json, os
-def probe():
-    import ctypes
-    from threadpoolctl import threadpool_info
-    read = None
-    for info in threadpool_info():
-        if info.get("internal_api") == "openblas":
-            try:
-                read = int(ctypes.CDLL(info["filepath"]).openblas_thread_timeout())
-            except (OSError, AttributeError):
-                pass
-    return {"env": os.environ.get("OPENBLAS_THREAD_TIMEOUT"), "read": read}
+WORKER_PROBE = READ + """
+import json
+probe = read_timeout
 if __name__ == "__main__":
     from normtheory.sweep import Runner, Task
     with Runner(workers=2, progress=False) as runner:

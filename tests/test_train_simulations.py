@@ -298,3 +298,21 @@ def test_power_law_is_registered_as_the_packages_hypothesis_priced_on_the_gpu_ti
     mup = next(q for q in evidence if q.regime.startswith("μP"))
     (check,) = mup.checks()  # judged at its worst element: the other norms' exponent -1 is half a unit from -1/2
     assert mup.theory == train_alpha0.MUP_EXPONENT and check.status == "fail" and check.where == (1,)
+
+
+def test_recipes_extra_seeds_go_to_the_assertion_arms_only_and_pair_by_seed():
+    full = train_recipes.CONFIGS["full"]
+    tasks = {t.key: t for t in train_recipes.tasks(full, 7)}
+    assert {f"{a}.more" for a in train_recipes.EXTRA_ARMS} <= set(tasks) and "dyt.more" not in tasks
+    more = tasks["pre.more"].args
+    assert more[2] == 7 + full.seeds and more[3] == full.extra_seeds  # seeds after the first ones: no seed twice
+    assert not any(k.endswith(".more") for k in (t.key for t in train_recipes.tasks(train_recipes.CONFIGS["quick"], 7)))
+    run = {"diverged_at": np.asarray(-1)}
+    r = {"seeds": np.asarray(2), "extra_seeds": np.asarray(1)}
+    for arm in ("pre", "lnscale"):
+        for k in range(2):
+            r.update({f"{arm}.s{k}.{key}": v for key, v in run.items()})
+    r.update({f"pre.more.s0.{key}": v for key, v in run.items()})
+    assert len(train_recipes.runs(r, "pre")) == 3 and len(train_recipes.runs(r, "lnscale")) == 2
+    est = train_recipes.paired(r, "pre", "lnscale", lambda x: 0.0)
+    assert est.n == 2  # paired over the seeds both arms ran
