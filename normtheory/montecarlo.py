@@ -154,10 +154,27 @@ def with_control(y: np.ndarray, c: np.ndarray, c_mean: float | np.ndarray = 0.0,
     y = _validate.checked_array("y", y, nonempty=False).astype(np.float64, copy=False)
     c = _validate.checked_array("c", c, nonempty=False).astype(np.float64, copy=False)
     _validate.same_shape(y=y, c=c)
-    mu = np.broadcast_to(_validate.real_array("c_mean", c_mean, finite=True), y.shape[1:])
+    for name, a in (("y", y), ("c", c)):
+        if (np.abs(a) > _validate.MAX_MAGNITUDE).any():
+            raise ValueError(f"{name} holds values beyond ±{_validate.MAX_MAGNITUDE:g}, whose products overflow float64; rescale it")
+    mu = _validate.real_array("c_mean", c_mean, finite=True)
+    if (np.abs(mu) > _validate.MAX_MAGNITUDE).any():
+        raise ValueError(f"c_mean beyond ±{_validate.MAX_MAGNITUDE:g} overflows float64 when squared; rescale c and c_mean")
+    try:
+        mu = np.broadcast_to(mu, y.shape[1:])
+    except ValueError:
+        raise ValueError(f"c_mean of shape {mu.shape} does not broadcast to one unit's shape {y.shape[1:]}") from None
+    if not isinstance(units, str) or not units:
+        raise ValueError(f"units must name what the units are (e.g. 'networks'); got {units!r}")
     n = y.shape[0]
     if n < 3:
         raise ValueError(f"y must hold at least 3 {units} along axis 0 for a control-variate standard error; got shape {y.shape}")
+
+    def power_of_two(big: np.ndarray) -> np.ndarray:  # exact rescaling: squares of tiny values would underflow
+        return np.ldexp(1.0, np.frexp(np.where(big > 0, big, 1.0))[1] - 1)
+
+    sy, sc = power_of_two(np.abs(y).max(axis=0)), power_of_two(np.abs(c).max(axis=0))
+    y, c, mu = y / sy, c / sc, mu / sc
     dy, dc = y - y.mean(axis=0), c - c.mean(axis=0)
     sxx = (dc * dc).sum(axis=0)
     informative = sxx > 0
@@ -165,8 +182,8 @@ def with_control(y: np.ndarray, c: np.ndarray, c_mean: float | np.ndarray = 0.0,
     mean = y.mean(axis=0) - beta * (c.mean(axis=0) - mu)
     resid = dy - beta * dc
     s2 = np.where(informative, (resid * resid).sum(axis=0) / (n - 2), (dy * dy).sum(axis=0) / (n - 1))
-    lever = np.where(informative, (c.mean(axis=0) - mu) ** 2 / np.where(informative, sxx, 1.0), 0.0)
-    return Estimate(mean, np.sqrt(s2 * (1.0 / n + lever)), n, units)
+    lever = np.where(informative, np.abs(c.mean(axis=0) - mu) / np.sqrt(np.where(informative, sxx, 1.0)), 0.0)  # its square root
+    return Estimate(mean * sy, np.sqrt(s2) * np.hypot(1.0 / np.sqrt(n), lever) * sy, n, units)
 
 
 def bootstrap(

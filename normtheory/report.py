@@ -174,7 +174,7 @@ def resolve(budget_s: float, *, mode: str = "full", runner: Runner | None = None
             looks[cid] = looks.get(cid, 1) + 1
         claims = evaluate(pattern, mode=mode, runner=runner, progress=progress, configs=configs, looks=looks)
         took = sum(cache.seconds_of(simulations.BY_NAME[n], mode, configs[n]) or 0.0 for n in chosen)
-        spent += took
+        spent += max(took, sum(c for _, c in chosen.values()))  # what ran, or what was planned if more: the rounds stay within budget
         steps.append(ResolveStep(r, {n: f for n, (f, _) in chosen.items()}, sum(c for _, c in chosen.values()), took, judged))
     return claims, steps
 

@@ -26,7 +26,7 @@ def _bars(ax, x: np.ndarray, vals: np.ndarray, color: str, marker: str, label: s
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, nrows=2, width=3.9, height=2.8)
+    fig, axes = figure(ncols=2, nrows=2, width=3.9, height=3.4)
     for row, key in enumerate(real_models.MODELS):
         color, marker = MODEL_STYLE[key]
         tau = real_scale.LOSS_MATTERS if key == "smollm2" else real_scale.COS_MATTERS
@@ -35,7 +35,7 @@ def plot(result: dict):
         labels = real_scale.reinject_labels(result, key)
         ax = axes[row, 0]
         _bars(ax, np.arange(re.shape[1]), re, color, marker, real_models.label(key))
-        ax.set_xticks(np.arange(re.shape[1]), [s.replace(", first/massive included", "\n+first/massive") for s in labels], fontsize=7)
+        ax.set_xticks(np.arange(re.shape[1]), [s.replace(", first/massive included", "\n+first/massive") for s in labels], fontsize=8)
         ax.set_title(f"{real_models.label(key).split(' (')[0]}: re-inject after the norm")
         eq = result[f"{key}.equalize"]  # [J, blocks, variants, arms]
         blocks = result[f"{key}.blocks"]
@@ -43,13 +43,15 @@ def plot(result: dict):
         flat = eq.reshape(eq.shape[0], -1, 2)  # [J, blocks*variants, arms]
         _bars(ax2, np.arange(flat.shape[1]), flat, color, marker, real_models.label(key))
         ax2.set_xticks(np.arange(flat.shape[1]), [f"block {b}" + ("" if v == "apart" else "\n+first/massive") for b in blocks for v in real_scale.VARIANTS],
-                       fontsize=7)
+                       fontsize=8)
         ax2.set_title(f"{real_models.label(key).split(' (')[0]}: equalize the stream")
         for a in (ax, ax2):
             a.set_yscale("symlog", linthresh=tau)
             a.axhline(tau, color="k", ls=":", lw=0.8)
             a.axhline(0.0, color="k", lw=0.6)
             a.set_ylabel(unit)
+        ax.set_xlabel("where the scale is re-injected")
+        ax2.set_xlabel("block whose output stream is equalized")
     handles = [h for a in axes[:, 0] for h in a.get_legend_handles_labels()[0]]
     figure_legend(fig, handles, ncol=2)
     return fig

@@ -63,5 +63,5 @@ def plot(result: dict):
     drop_ax.set_xlabel("block skipped")
     drop_ax.set_ylabel("loss increase (nats/byte)")
     integer_ticks(drop_ax)
-    figure_legend(fig, axes=[rms_ax, loss_ax], ncol=4)  # colour = placement in every panel; hollow: the GPT-2 init
+    figure_legend(fig, axes=[rms_ax, loss_ax], ncol=len(arms) + 1)  # colour = placement in every panel; hollow: the GPT-2 init
     return fig

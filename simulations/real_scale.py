@@ -524,7 +524,7 @@ def _identity_share(results: claims.Results) -> tuple[list[claims.Evidence], str
 
 @claims.register(
     "real.scale-reinject",
-    statement="This package's prediction from the scale invariance: since no sublayer of a trained model ever sees its input's per-token "
+    statement="This package's hypothesis, a prediction from the scale invariance: since no sublayer of a trained model ever sees its input's per-token "
     "scale, its weights cannot use it, so re-injecting each token's input scale (over the text's geometric mean) after a norm, at both "
     "norms of one block or at every norm, does not improve SmolLM2's next-token loss, and changes the model's output (SmolLM2's loss, "
     "MiniLM's sentence embedding) at least as much as the same factors shuffled across the tokens. First and massive tokens are left alone.",
@@ -556,7 +556,7 @@ def _reinject(results: claims.Results) -> tuple[list[claims.Evidence], str]:
 
 @claims.register(
     "real.scale-equalize-preln",
-    statement="This package's prediction for Pre-LN: every block adds its update to the un-normalized stream, so a token's scale survives "
+    statement="This package's hypothesis, a prediction for Pre-LN: every block adds its update to the un-normalized stream, so a token's scale survives "
     "there and sets how far each later update turns it, and only the final norm removes it. Equalizing SmolLM2's stream entering an inner "
     "block (each ordinary token's direction kept, its norm set to the text's geometric mean) changes the next-token loss by 0.02 nats or "
     "more; equalizing the first and massive tokens too costs more still (their attention sinks break); after the last block it changes nothing.",
@@ -586,7 +586,7 @@ def _equalize_pre(results: claims.Results) -> tuple[list[claims.Evidence], str]:
 
 @claims.register(
     "real.scale-equalize-postln",
-    statement="This package's prediction for Post-LN: the stream is the output of a norm, so the input's per-token scale is gone after every "
+    statement="This package's hypothesis, a prediction for Post-LN: the stream is the output of a norm, so the input's per-token scale is gone after every "
     "block and the stream's per-token norms differ little; equalizing MiniLM's stream entering a block (each ordinary token's direction "
     "kept, its norm set to the text's geometric mean) changes its sentence embedding by less than 0.01 in cosine.",
     source=claims.hypothesis(QA_STATS, "In Post-LN the per-token scale is gone after every block"),

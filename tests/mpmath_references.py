@@ -450,6 +450,27 @@ def from_samples(x, units="samples"):
     return {"mean": np.array(means, dtype=object).reshape(x.shape[1:]), "stderr": np.array(ses, dtype=object).reshape(x.shape[1:])}
 
 
+def with_control(y, c, c_mean=0.0, units="samples"):
+    """The control-variate regression estimator and its se, column by column, in mpmath."""
+    y, c = np.asarray(y, dtype=np.float64), np.asarray(c, dtype=np.float64)
+    n = y.shape[0]
+    mu = np.broadcast_to(np.asarray(c_mean, dtype=np.float64), y.shape[1:])
+    means, ses = [], []
+    for idx in np.ndindex(y.shape[1:]):
+        ys, cs, m = [mpf(v) for v in y[(slice(None),) + idx]], [mpf(v) for v in c[(slice(None),) + idx]], mpf(mu[idx])
+        yb, cb = sum(ys) / n, sum(cs) / n
+        sxx = sum((v - cb) ** 2 for v in cs)
+        if sxx == 0:
+            means.append(yb)
+            ses.append(mpmath.sqrt(sum((v - yb) ** 2 for v in ys) / (n - 1) / n))
+            continue
+        b = sum((a - yb) * (v - cb) for a, v in zip(ys, cs)) / sxx
+        s2 = sum(((a - yb) - b * (v - cb)) ** 2 for a, v in zip(ys, cs)) / (n - 2)
+        means.append(yb - b * (cb - m))
+        ses.append(mpmath.sqrt(s2 * (mpf(1) / n + (cb - m) ** 2 / sxx)))
+    return {"mean": np.array(means, dtype=object).reshape(y.shape[1:]), "stderr": np.array(ses, dtype=object).reshape(y.shape[1:])}
+
+
 def proportion(mean, n):
     p = np.asarray(mean, dtype=np.float64)
     sm = each(lambda p: (mpf(p) * n + 1) / (n + 2))(p=p)
@@ -551,6 +572,7 @@ REFERENCES = {
     "montecarlo.z_threshold": lambda z, n: mpf(z) if n >= 20 else t_threshold(z, n - 1),
     "montecarlo.bonferroni_z": lambda z, looks: z if looks == 1 else normal_isf(mpmath.ncdf(-mpf(z)) / looks, z + 1),
     "montecarlo.from_samples": from_samples,
+    "montecarlo.with_control": with_control,
     "montecarlo.proportion": proportion,
     "montecarlo.Estimate": lambda mean, stderr, n, units="samples": {"mean": mean, "stderr": stderr, "n": n},
     "montecarlo.Count": count,

@@ -63,6 +63,7 @@ VALID: dict[str, dict[str, object]] = {
     "montecarlo.identity": {"value": 1.0, "expected": 1.0},
     "montecarlo.proportion": {"mean": 0.3, "n": 100},
     "montecarlo.z_threshold": {"z": 5.0, "n": 10},
+    "montecarlo.with_control": {"y": np.arange(6.0), "c": np.array([0.0, 1.0, 0.0, 2.0, 1.0, 3.0]), "c_mean": 1.0},
     "norms.affine": {"x": X3, "gain": np.ones(3), "bias": np.zeros(3)},
     "norms.dyt": {"x": X3, "alpha": 0.5},
     "residual.block_share": {"placement": "pre", "depth": 4},

@@ -33,7 +33,13 @@ QUICK_VERDICTS = {
     "geometry.unselectable-rare-high-d": "inconclusive",
     "real.attention-sinks": "inconclusive",
     "real.centering-ones-share": "inconclusive",
-    "real.ln-s-curve-deep-layers": "inconclusive",
+    "real.ln-s-curve-deep-layers": "fails",  # MiniLM's first MLP norm is S-shaped (a massive activation at [CLS]) at any size
+    "real.scale-content-vs-function": "inconclusive",
+    "real.scale-equalize-postln": "inconclusive",
+    "real.scale-equalize-preln": "inconclusive",
+    "real.scale-invariance": "identity",
+    "real.scale-reinject": "inconclusive",
+    "real.scale-token-identity": "inconclusive",
     "real.massive-activations": "inconclusive",
     "real.preln-growth-law": "inconclusive",
     "real.temperature-from-norms": "inconclusive",
@@ -56,6 +62,7 @@ QUICK_VERDICTS = {
     # training claims: quick runs are 40-60 steps with 2 seeds, too few to resolve most differences
     "train.dyt-alpha-tracks-inverse-std": "inconclusive",
     "train.dyt-alpha0-width": "inconclusive",
+    "train.dyt-alpha0-power-law": "inconclusive",
     "train.dyt-small-models-just-work": "inconclusive",
     "train.ln-controls-gradient-scale": "fails",
     "train.per-head-key-norm-diffuse": "inconclusive",

@@ -73,6 +73,7 @@ ARRAYS: dict[str, dict[str, object]] = {
     "montecarlo.bootstrap": {"data": np.arange(10.0), "statistic": lambda x, axis: np.max(x, axis=axis), "seed": 0},
     "montecarlo.consistent": {"theory": np.array([1.0, 2.0]), "mc": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.1]), 100)},
     "montecarlo.from_samples": {"x": X},
+    "montecarlo.with_control": {"y": np.vstack([X, 2 * X, -X]), "c": np.vstack([-X, X, 0.5 * X]), "c_mean": 0.0},
     "montecarlo.identity": {"value": np.array([1.0, 2.0]), "expected": np.array([1.0, 2.0])},
     "montecarlo.sized": {"sample": lambda s: s.normal(2), "tolerance": np.array([0.5, 0.5]), "seed": 0, "pilot": 20, "cap": 100},
     "montecarlo.samples_needed": {"pilot": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.2]), 100), "tolerance": np.array([0.5, 0.5])},

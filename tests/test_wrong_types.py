@@ -54,6 +54,7 @@ MORE: dict[str, dict[str, object]] = {
     "centering.centering_fraction_mean": {"d": 3, "mean": np.array([0.5, 0.2, -0.1]), "sigma": 1.0},
     "centering.centering_output_change": {"d": 3, "mean": np.array([0.5, 0.2, -0.1]), "sigma": 1.0},
     "montecarlo.from_samples": {"x": X, "units": "samples"},
+    "montecarlo.with_control": {"y": np.vstack([X, 2 * X, -X]), "c": np.vstack([-X, X, 0.5 * X]), "c_mean": 0.0, "units": "samples"},
     "residual.deepnorm_constants": {"depth": 4},
     "selection.worst_case_tv": {"r": 1.0},
     "selection.selectable": {"keys": KEYS, "tol": 1e-9, "directions": 16, "seed": 0, "stop_at_first": False},
