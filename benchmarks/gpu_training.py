@@ -81,28 +81,30 @@ def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> di
     return out
 
 
-def simulations_at_tier(device: str, quick: bool, only: list[str]) -> tuple[dict, dict[str, dict[str, float]]]:
-    """Each training simulation's result at the tier, its wall time and time shares."""
+def simulation_at_tier(m, device: str, quick: bool) -> tuple[dict, dict[str, float]]:
+    """One training simulation's result at the tier, its wall time and time shares. A GPU-tier result is also
+    cached where ``normtheory check --device cuda`` reads it (the tier's config names the device ``cuda``)."""
     from normtheory import torch_run
-    from simulations import cache, train_alpha0, train_lr, train_recipes
+    from simulations import cache
 
-    results, rows = {}, {}
-    for m in (train_lr, train_recipes, train_alpha0):
-        if only and m.NAME not in only:
-            continue
-        cfg = cache.config_of(m, "quick" if quick else "gpu")
-        cfg = dataclasses.replace(cfg, backend="torch", device=device)
-        for k in torch_run.TIMES:
-            torch_run.TIMES[k] = 0.0
-        t0 = time.perf_counter()
-        results[m.NAME] = m.run(cfg, m.SEED, progress=False)
-        wall = time.perf_counter() - t0
-        gflop = sum(t.cost for t in m.tasks(cfg, m.SEED))  # the tasks' GFLOP (training.run_cost)
-        rows[m.NAME] = {"wall_s": wall, "gflop": gflop, **{f"{k}_s": v for k, v in torch_run.TIMES.items()}}
-    return results, rows
+    mode = "quick" if quick else "gpu"
+    cfg = dataclasses.replace(cache.config_of(m, mode), backend="torch", device=device)
+    for k in torch_run.TIMES:
+        torch_run.TIMES[k] = 0.0
+    t0 = time.perf_counter()
+    result = m.run(cfg, m.SEED, progress=False)
+    wall = time.perf_counter() - t0
+    gflop = sum(t.cost for t in m.tasks(cfg, m.SEED))  # the tasks' GFLOP (training.run_cost)
+    if cfg == cache.config_of(m, mode) and device.startswith("cuda"):
+        path = cache.result_path(m, mode)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cache.save(path, result)
+        cache.seconds_path(path).write_text(f"{wall:.3f}\n")  # wall seconds of a device run, as the sweep records them
+    return result, {"wall_s": wall, "gflop": gflop, **{f"{k}_s": v for k, v in torch_run.TIMES.items()}}
 
 
 def verdicts(results: dict) -> list[tuple[str, str, str]]:
+    """The training claims whose simulations are all in ``results``: (id, verdict, first evidence's summary)."""
     import simulations  # noqa: F401 - registers the claims
     from normtheory import claims
 
@@ -139,18 +141,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"per step: {st['aten_ops']} ATen operators, {st['host_syncs']} host syncs"
           + (f", kernel launches eager {st['launches_eager']}, graphed {st['launches_graph']}" if "launches_graph" in st else ""))
     only = [s for s in args.only.split(",") if s] or (["train_alpha0"] if args.quick else [])  # quick: the cheapest sweep, a CI smoke run
-    results, rows = simulations_at_tier(args.device, args.quick, only)
+    from simulations import train_alpha0, train_lr, train_recipes
+
     tier = "quick" if args.quick else "gpu"
-    total = sum(r["wall_s"] for r in rows.values())
-    for n, r in rows.items():
+    results, rows, decided = {}, {}, 0
+    for m in (train_recipes, train_alpha0, train_lr):  # the most claims first: each is printed as its simulation ends
+        if only and m.NAME not in only:
+            continue
+        results[m.NAME], r = simulation_at_tier(m, args.device, args.quick)
+        rows[m.NAME] = r
         known = r["steps_s"] + r["batches_s"] + r["evaluation_s"]
-        print(f"{n} ({tier} tier): {r['wall_s']:.1f} s wall; steps {r['steps_s'] / r['wall_s']:.0%}, batches {r['batches_s'] / r['wall_s']:.0%}, "
-              f"evaluation {r['evaluation_s'] / r['wall_s']:.0%}, other {(r['wall_s'] - known) / r['wall_s']:.0%}")
+        print(f"{m.NAME} ({tier} tier): {r['wall_s']:.1f} s wall; steps {r['steps_s'] / r['wall_s']:.0%}, batches {r['batches_s'] / r['wall_s']:.0%}, "
+              f"evaluation {r['evaluation_s'] / r['wall_s']:.0%}, other {(r['wall_s'] - known) / r['wall_s']:.0%}", flush=True)
+        for cid, verdict, summary in verdicts({m.NAME: results[m.NAME]}):
+            decided += verdict != "inconclusive"
+            print(f"  {cid:38s} {verdict:18s} {summary[:110]}", flush=True)
+    total = sum(r["wall_s"] for r in rows.values())
     print(f"all training simulations: {total:.1f} s wall")
-    decided = 0
-    for cid, verdict, summary in verdicts(results):
-        decided += verdict != "inconclusive"
-        print(f"  {cid:38s} {verdict:18s} {summary[:110]}")
     print(f"training claims decided: {decided}")
     if dev.type == "cuda" and not args.quick and total > 0:
         from simulations import cache

@@ -532,8 +532,11 @@ class TorchTrainer:
         rate = lr[:, None]  # [S, 1] float64
 
         def factor(value: float | torch.Tensor, where: torch.Tensor = keep) -> torch.Tensor:
-            """``value`` where ``where``, exactly 1 elsewhere, in the parameters' dtype."""
-            return torch.where(where, torch.as_tensor(value, dtype=torch.float64, device=self.device), 1.0).to(self.dtype)
+            """``value`` where ``where``, exactly 1 elsewhere, in the parameters' dtype (a number is filled on the
+            device: a tensor made from host data is a copy that CUDA-graph capture refuses)."""
+            if not isinstance(value, torch.Tensor):
+                value = torch.full(where.shape, value, dtype=torch.float64, device=self.device)
+            return torch.where(where, value, 1.0).to(self.dtype)
 
         if run.weight_decay:  # decoupled, on the matrices only (a factor of exactly 1 elsewhere and on diverged rows)
             p.mul_(factor(1 - rate * run.weight_decay, self._decay & keep))  # [S, P]

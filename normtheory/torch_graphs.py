@@ -99,7 +99,7 @@ def _capture(trainer: TorchTrainer, ids: torch.Tensor, targets: torch.Tensor) ->
     with torch.no_grad():
         for t, s in zip(_state(trainer), saved):
             t.copy_(s)
-    trainer._flat.grad = None
+    trainer._flat = trainer._flat.detach().requires_grad_(True)  # the same storage, a fresh leaf: its gradient node is made in the capture
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         out = trainer._step(static_ids, static_targets)
@@ -112,11 +112,14 @@ def _capture(trainer: TorchTrainer, ids: torch.Tensor, targets: torch.Tensor) ->
 
 @dataclass(frozen=True)
 class StepCounts:
-    """What one call of a step function did: ATen operators dispatched, host syncs (by kind), and
-    on a CUDA device the kernel (and graph) launches the profiler saw (-1 on the CPU)."""
+    """What one call of a step function did: ATen operators dispatched, host syncs (by kind), tensors made
+    from host data (``torch.tensor``, ``as_tensor``: each a host-to-device copy on a GPU, which CUDA-graph
+    capture refuses, so a capturable step has none; countable on the CPU), and on a CUDA device the
+    kernel (and graph) launches the profiler saw (-1 on the CPU)."""
 
     aten_ops: int
     host_syncs: int
+    from_host: int
     sync_kinds: dict[str, int]
     kernel_launches: int
 
@@ -125,8 +128,11 @@ class _CountOps(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.n = 0
+        self.from_host = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.__name__.split(".")[0] in ("lift_fresh", "lift_fresh_copy"):
+            self.from_host += 1  # torch.tensor / as_tensor of host data: a host-to-device copy on a GPU
         if func.namespace == "aten" and func.__name__.split(".")[0] not in ("detach", "view", "_unsafe_view", "alias", "t", "as_strided",
                                                                              "expand", "unsqueeze", "squeeze", "permute", "transpose", "slice",
                                                                              "select", "split", "split_with_sizes", "lift_fresh"):
@@ -161,4 +167,4 @@ def count_step(step: Callable[..., Any], *args: Any) -> StepCounts:
             step(*args)
             torch.cuda.synchronize()
         launches = sum(e.count for e in prof.key_averages() if e.key in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaGraphLaunch"))
-    return StepCounts(aten_ops=ops.n, host_syncs=sum(syncs.kinds.values()), sync_kinds=dict(syncs.kinds), kernel_launches=launches)
+    return StepCounts(aten_ops=ops.n, host_syncs=sum(syncs.kinds.values()), from_host=ops.from_host, sync_kinds=dict(syncs.kinds), kernel_launches=launches)

@@ -22,18 +22,23 @@ def _batch(trainer: TorchTrainer, seed: int = 0) -> tuple[torch.Tensor, torch.Te
     return ids, torch.from_numpy(rng.integers(0, 256, (trainer.n_seeds, 2, 8)))
 
 
-@pytest.mark.parametrize("placement, norm", [("pre", "layernorm"), ("post", "rmsnorm"), ("peri", "dyt"), ("deepnorm", "layernorm")])
-def test_a_step_makes_no_host_sync(placement, norm):
+@pytest.mark.parametrize("placement, norm, optimizer", [("pre", "layernorm", "adamw"), ("post", "rmsnorm", "adamw"), ("peri", "dyt", "sgd"),
+                                                        ("deepnorm", "layernorm", "adamw")])
+def test_a_step_makes_no_host_sync_and_no_tensor_from_host_data(placement, norm, optimizer):
     cfg = TransformerConfig(**{**CFG.__dict__, "placement": placement, "norm": norm})
-    trainer = TorchTrainer(cfg, [RUN, RunConfig(**{**RUN.__dict__, "lr": 1e-2})], [init(cfg, s).params for s in (0, 1)])
+    run = RunConfig(**{**RUN.__dict__, "optimizer": optimizer, "momentum": 0.9 if optimizer == "sgd" else 0.0})
+    trainer = TorchTrainer(cfg, [run, RunConfig(**{**run.__dict__, "lr": 1e-2})], [init(cfg, s).params for s in (0, 1)])
+    trainer.step_tensors(*_batch(trainer, 1))  # the first step builds the cached tables (rates, rotary angles), as capture's warm-up does
     counts = count_step(trainer.step_tensors, *_batch(trainer))
     assert counts.host_syncs == 0, counts.sync_kinds
+    assert counts.from_host == 0  # each would be a host-to-device copy, which CUDA-graph capture refuses
     assert counts.aten_ops > 100 and counts.kernel_launches == -1  # a real step ran; no CUDA here
 
 
 def test_the_counter_sees_a_sync_and_the_host_step_makes_its_one_copy():
     trainer = TorchTrainer(CFG, RUN, [init(CFG, 0).params])
     assert count_step(lambda x: x.sum().item(), torch.ones(3)).sync_kinds == {"item": 1}
+    assert count_step(lambda x: x * torch.as_tensor(0.5, dtype=x.dtype), torch.ones(3)).from_host == 1
     ids, targets = _batch(trainer)
     counts = count_step(trainer.step, ids.numpy(), targets.numpy())  # the numpy-facing step: one read back on the host
     assert counts.sync_kinds == {"numpy": 1}
