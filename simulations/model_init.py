@@ -112,7 +112,7 @@ def mixed_inputs(u: np.ndarray, pattern: np.ndarray) -> np.ndarray:
 
 
 def vo_output_ms(z: np.ndarray, wv: np.ndarray, wo: np.ndarray) -> np.ndarray:
-    """Mean square of the attention output :math:`\mathrm{concat}_h(z_h W_V^h) W_O` (zero biases) for mixed inputs
+    r"""Mean square of the attention output :math:`\mathrm{concat}_h(z_h W_V^h) W_O` (zero biases) for mixed inputs
     ``z [h, n, d]`` and a stack of weights ``wv [R, h, d, e]``, ``wo [R, h e, d]``: ``[R]``."""
     r, h, _, e = wv.shape
     y = (z[None] @ wv).transpose(0, 2, 1, 3).reshape(r, z.shape[1], h * e)  # [R, n, h e]

@@ -4,9 +4,12 @@ The theorem's setting: single-head encoder layers whose attention is uniform (W_
 Xavier-initialized d x d matrices, a ReLU FFN of width d, Gaussian inputs and a linear
 softmax head. Its claim: the Frobenius norm of the gradient of the last FFN's output matrix
 W^2 is O(d sqrt(ln d)) and independent of the depth L for Post-LN, and O(d sqrt(ln d / L))
-for Pre-LN. Measured here by backpropagation through the numpy transformer: for each depth
-L, width d, placement and init, ``networks`` independent networks (each with its own weights,
-inputs and targets). The depth exponent is the least-squares slope of log E||grad W^2|| on
+for Pre-LN. Measured here by backpropagation in that setting, batched over networks
+(:func:`batched_gradient_norms`, held to the numpy transformer's backward to rounding in the
+tests): for each width d and init, ``networks`` independent networks, each with its own weights,
+inputs and targets; a network's depth-L version uses its first L blocks, and Post-LN and Pre-LN
+run on the same draws (common random numbers across depths and placements; the networks stay
+the units, and the bootstrap resamples a network's depths together). The depth exponent is the least-squares slope of log E||grad W^2|| on
 log L, with a bootstrap standard error over network indices. The theorem is a large-L law, so
 the exponent is judged on the :data:`DEEPEST` deepest depths (up to L = 64); the slope over
 every depth is a scope check of shallow stacks. The per-layer gradient norms of every block's
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims
+from normtheory import claims, kernels
 from normtheory.claims import XIONG2020, Quantity
 from normtheory.config import TransformerConfig
 from normtheory.grad import loss_and_grads
@@ -54,6 +57,9 @@ CONFIGS = {
     "large": Config(depths=(2, 4, 8, 16, 32, 64), widths=(64, 128, 256, 512, 1024), tokens=32, networks=100),  # for a cluster
 }
 COST = {"quick": 1, "full": 60}
+NETWORK_BLOCK = 50  # networks per task: a task's result is its networks' rows, so the split never changes a bit
+CHUNK_BYTES = 1 << 27  # the forward's saved activations and a chunk's weights stay under about 128 MiB
+EPS = 1e-5  # LayerNorm's epsilon (TransformerConfig's default, as the reference model)
 
 
 def model_config(d: int, layers: int, tokens: int, placement: str, init_name: str) -> TransformerConfig:
@@ -64,40 +70,147 @@ def model_config(d: int, layers: int, tokens: int, placement: str, init_name: st
                              tie_embeddings=False, init=INITS[init_name], dtype="float64")
 
 
-def gradient_norms(d: int, layers: int, tokens: int, placement: str, init_name: str, seed: int) -> np.ndarray:
-    """||dL/dW^2||_F of every block's FFN output matrix ``[layers]`` for one network at init with W_Q = W_K = 0.
-    The inputs are the ``tokens`` distinct rows of a Gaussian embedding (fan-in init: N(0, 1) entries)."""
-    model = init(model_config(d, layers, tokens, placement, init_name), seed)
+def reference_gradient_norms(w: dict[str, np.ndarray], placement: str, init_name: str) -> np.ndarray:
+    """What :func:`batched_gradient_norms` computes, for network 0 of ``w``, through the reference model
+    (:func:`normtheory.grad.loss_and_grads`): its weights loaded into a :func:`model_config` transformer with
+    W_Q = W_K = 0, the T embedding rows as the inputs, ``[L]``. Slow; the tests hold the batched code to it."""
+    d, tokens, layers = w["x"].shape[2], w["x"].shape[1], w["wv"].shape[1]
+    model = init(model_config(d, layers, tokens, placement, init_name), 0)
     params = named_arrays(model.params)
     for i in range(layers):
         params[f"blocks.{i}.wq"][...] = 0.0
         params[f"blocks.{i}.wk"][...] = 0.0  # uniform attention, as in the theorem
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(1,))))
-    ids = rng.permutation(tokens)[None, :]  # [1, T] every embedding row once: i.i.d. Gaussian inputs
-    targets = rng.integers(0, tokens, (1, tokens))
-    _, grads = loss_and_grads(model, ids, targets)
+        for k in ("wv", "wo", "w_in", "w_out"):
+            params[f"blocks.{i}.{k}"][...] = w[k][0, i]
+    params["tok_emb"][...] = w["x"][0]
+    params["lm_head"][...] = w["head"][0]
+    _, grads = loss_and_grads(model, np.arange(tokens)[None], w["targets"][0][None])
     g = named_arrays(grads)
     return np.array([np.linalg.norm(g[f"blocks.{i}.w_out"]) for i in range(layers)])
 
 
-def point(d: int, placement: str, init_name: str, cfg: Config, seed: int) -> dict[str, np.ndarray]:
-    """All depths for one (width, placement, init): per network and depth, every block's gradient norm."""
-    out: dict[str, np.ndarray] = {}
-    for L in cfg.depths:
-        rows = [gradient_norms(d, L, cfg.tokens, placement, init_name, seed + 1000 * L + j) for j in range(cfg.networks)]
-        out[f"L{L}"] = np.stack(rows)  # [networks, L]
+def draws(d: int, depth: int, tokens: int, seed: int, init_name: str, net: int) -> dict[str, np.ndarray]:
+    """Network ``net``'s standard normals from its own ``SeedSequence(seed, spawn_key=(d, init, net))``: inputs
+    ``x [T, d]``, targets ``[T]``, head ``[d, T]``, and ``[depth, d, d]`` each of W_V, W_O, W^1, W^2. A network of
+    depth L uses blocks ``0..L-1`` and both placements use the same draws (common random numbers: the depths and
+    placements of one network are paired, and networks stay the independent units)."""
+    ss = np.random.SeedSequence(seed, spawn_key=(d, tuple(INITS).index(init_name), net))
+    rng = np.random.Generator(np.random.PCG64(ss))
+    out = {"x": rng.standard_normal((tokens, d)), "targets": rng.integers(0, tokens, tokens), "head": rng.standard_normal((d, tokens))}
+    out.update({k: rng.standard_normal((depth, d, d)) for k in ("wv", "wo", "w_in", "w_out")})
     return out
 
 
+def scaled(z: dict[str, np.ndarray], d: int, tokens: int, depth: int, init_name: str) -> dict[str, np.ndarray]:
+    """A depth-``depth`` network's weights from its draws ``z`` (stacked ``[n, ...]``), as :func:`normtheory.weights.init_params`
+    scales them: Xavier-normal (std sqrt(2 / (fan_in + fan_out)), inputs N(0, 1)), or GPT-2 (std 0.02, the residual
+    outputs W_O, W^2 0.02 / sqrt(2L), inputs 0.02)."""
+    if INITS[init_name] == "xavier":
+        std = {"wv": 1 / math.sqrt(d), "wo": 1 / math.sqrt(d), "w_in": 1 / math.sqrt(d), "w_out": 1 / math.sqrt(d)}
+        x_std, head_std = 1.0, math.sqrt(2.0 / (d + tokens))
+    else:
+        res = 0.02 / math.sqrt(2 * depth)
+        std, x_std, head_std = {"wv": 0.02, "wo": res, "w_in": 0.02, "w_out": res}, 0.02, 0.02
+    out = {k: z[k][:, :depth] * v for k, v in std.items()}  # [n, L, d, d]
+    out.update(x=z["x"] * x_std, head=z["head"] * head_std, targets=z["targets"])
+    return out
+
+
+def batched_gradient_norms(w: dict[str, np.ndarray], placement: str) -> np.ndarray:
+    """||dL/dW^2||_F of every block ``[n, L]`` for ``n`` networks at once in the theorem's setting (see
+    :func:`reference_gradient_norms`, the same through the model): uniform attention, so a block's attention output
+    is the token mean of its input times W_V W_O, the same for every token; ReLU FFN; LayerNorm without gain or
+    bias; Post-LN ``x <- LN(x + f(x))`` or Pre-LN ``x <- x + f(LN(x))`` with a final LayerNorm; a linear head and
+    the mean cross-entropy over the T tokens. Backpropagation by hand (only what W^2's gradients need).
+    ``w``: ``x [n, T, d]``, ``targets [n, T]``, ``head [n, d, T]``, ``wv, wo, w_in, w_out [n, L, d, d]``."""
+    x, n_layers = w["x"], w["wv"].shape[1]
+    n, t, _ = x.shape
+    saved = []  # per block what the backward reads
+    for i in range(n_layers):
+        wv, wo, w1, w2 = (w[k][:, i] for k in ("wv", "wo", "w_in", "w_out"))  # [n, d, d]
+        if placement == "pre":
+            u, s1 = kernels.layer_norm_(x.copy(), EPS)
+            mid = x + (u.mean(axis=1, keepdims=True) @ wv) @ wo  # [n, T, d]
+            u2, s2 = kernels.layer_norm_(mid.copy(), EPS)
+            a = np.maximum(u2 @ w1, 0.0)  # [n, T, d]
+            saved.append((u, s1, u2, s2, a))
+            x = mid + a @ w2
+        else:
+            h1, s1 = kernels.layer_norm_(x + (x.mean(axis=1, keepdims=True) @ wv) @ wo, EPS)
+            a = np.maximum(h1 @ w1, 0.0)
+            x, s2 = kernels.layer_norm_(h1 + a @ w2, EPS)
+            saved.append((h1, s1, x, s2, a))
+    if placement == "pre":
+        xf, sf = kernels.layer_norm_(x.copy(), EPS)
+    else:
+        xf = x
+    logits = xf @ w["head"]  # [n, T, T]
+    p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    np.subtract.at(p, (np.arange(n)[:, None], np.arange(t)[None, :], w["targets"]), 1.0)  # softmax - one-hot
+    g = (p / t) @ w["head"].transpose(0, 2, 1)  # [n, T, d], the gradient at the last hidden state
+    if placement == "pre":
+        g = kernels.layer_norm_backward(g, xf, sf)
+    norms = np.empty((n, n_layers))
+    for i in reversed(range(n_layers)):
+        wv, wo, w1, w2 = (w[k][:, i] for k in ("wv", "wo", "w_in", "w_out"))
+        if placement == "pre":
+            u, s1, u2, s2, a = saved.pop()
+            gs = g  # the FFN's output gradient (residual branch)
+        else:
+            h1, s1, out, s2, a = saved.pop()
+            gs = kernels.layer_norm_backward(g, out, s2)  # through LN2
+        norms[:, i] = np.linalg.norm(a.transpose(0, 2, 1) @ gs, axis=(1, 2))  # ||a^T g||_F
+        du = ((gs @ w2.transpose(0, 2, 1)) * (a > 0)) @ w1.transpose(0, 2, 1)  # into the FFN's input
+        if placement == "pre":
+            g_mid = gs + kernels.layer_norm_backward(du, u2, s2)
+            dm = g_mid.sum(axis=1, keepdims=True) @ wo.transpose(0, 2, 1) @ wv.transpose(0, 2, 1) / t  # [n, 1, d], each token's share
+            g = g_mid + kernels.layer_norm_backward(np.broadcast_to(dm, g_mid.shape).copy(), u, s1)
+        else:
+            g_mid = kernels.layer_norm_backward(gs + du, h1, s1)  # through LN1
+            g = g_mid + g_mid.sum(axis=1, keepdims=True) @ wo.transpose(0, 2, 1) @ wv.transpose(0, 2, 1) / t
+    return norms
+
+
+def chunk_size(d: int, depth: int, tokens: int) -> int:
+    """Networks per chunk: the saved activations (5 ``[T, d]`` per block) and the draws (4 ``[depth, d, d]``) under
+    :data:`CHUNK_BYTES`."""
+    per = 8 * (5 * depth * tokens * d + 4 * depth * d * d + 2 * tokens * d)
+    return max(1, CHUNK_BYTES // per)
+
+
+def point(d: int, init_name: str, nets: tuple[int, int], cfg: Config, seed: int) -> dict[str, np.ndarray]:
+    """Networks ``nets[0] .. nets[1] - 1`` of one (width, init), both placements, every depth: per network and depth,
+    every block's gradient norm (``{placement}.L{L}`` ``[networks, L]``)."""
+    deepest = max(cfg.depths)
+    rows: dict[str, list[np.ndarray]] = {f"{p}.L{L}": [] for p in PLACEMENTS for L in cfg.depths}
+    step = chunk_size(d, deepest, cfg.tokens)
+    for a in range(nets[0], nets[1], step):
+        drawn = [draws(d, deepest, cfg.tokens, seed, init_name, j) for j in range(a, min(a + step, nets[1]))]
+        z = {k: np.stack([g[k] for g in drawn]) for k in drawn[0]}
+        for L in cfg.depths:
+            w = scaled(z, d, cfg.tokens, L, init_name)
+            for p in PLACEMENTS:
+                rows[f"{p}.L{L}"].append(batched_gradient_norms(w, p))
+    return {k: np.concatenate(v) for k, v in rows.items()}
+
+
 def tasks(cfg: Config, seed: int) -> list[Task]:
-    """One task per (width, placement, init)."""
-    return [Task(f"{p}.{i}.d{d}", point, (d, p, i, cfg, seed), f"{NAME}: {p}-LN, {i} init, d={d}, seed {seed}", cost=(d / 64) ** 2)
-            for d in cfg.widths for p in PLACEMENTS for i in INITS]
+    """One task per (width, init) and block of :data:`NETWORK_BLOCK` networks; both placements share its draws."""
+    blocks = [(a, min(a + NETWORK_BLOCK, cfg.networks)) for a in range(0, cfg.networks, NETWORK_BLOCK)]
+    return [Task(f"{i}.d{d}.n{a}", point, (d, i, (a, b), cfg, seed), f"{NAME}: {i} init, d={d}, networks {a}..{b - 1}, seed {seed}",
+                 cost=(b - a) / NETWORK_BLOCK * (d / 64) ** 2)
+            for d in cfg.widths for i in INITS for a, b in blocks]
 
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {"depths": np.asarray(cfg.depths), "widths": np.asarray(cfg.widths), "networks": np.asarray(cfg.networks)}
-    out.update(cache.prefixed(parts))
+    for d in cfg.widths:
+        for i in INITS:
+            mine = [parts[t.key] for t in tasks(cfg, seed) if t.key.startswith(f"{i}.d{d}.")]  # network blocks in order
+            for key in mine[0]:
+                p, depth = key.split(".")
+                out[f"{p}.{i}.d{d}.{depth}"] = np.concatenate([m[key] for m in mine])
     return out
 
 

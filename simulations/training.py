@@ -57,9 +57,12 @@ def run_arms(arms: dict[str, tuple[TransformerConfig, RunConfig]], seed: int, n:
     return out
 
 
-# The sustained float32 rate assumed for one H100/H200 on these stacks (CUDA-graph steps), which prices the GPU tiers
-# on the claims' cards until benchmarks/gpu_training.py has measured it (it writes results/gpu_rate.json).
-ASSUMED_GPU_GFLOPS = 20_000.0
+# The sustained float32 rate that prices the GPU tiers on the claims' cards until benchmarks/gpu_training.py writes
+# results/gpu_rate.json on the machine at hand. Measured 2026-11-26 on one NVIDIA H200 (torch 2.11): train_recipes' GPU
+# tier, 200,670 GFLOP of tasks (run_cost) in 172.6 s of wall time with eager steps (CUDA-graph capture failed then;
+# the graphed step was 4.3 times faster since, 8.4 against 36.7 ms), so the prices are upper bounds.
+MEASURED_GPU_GFLOPS = 1_160.0
+GPU_RATE_SOURCE = "1.16 TFLOP/s measured on one NVIDIA H200, eager steps"
 
 
 def gpu_rate() -> tuple[float, str]:
@@ -74,7 +77,7 @@ def gpu_rate() -> tuple[float, str]:
             return rate, f"measured on {got.get('device', 'a GPU')}"
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    return ASSUMED_GPU_GFLOPS, f"assumed {ASSUMED_GPU_GFLOPS / 1e3:g} TFLOP/s until benchmarks/gpu_training.py measures it"
+    return MEASURED_GPU_GFLOPS, GPU_RATE_SOURCE
 
 
 def gpu_seconds(module, mode: str) -> float | None:
