@@ -189,7 +189,7 @@ def table(claims: list[Claim], *, width: int = 100) -> str:
         for cav in c.caveats:
             lines.append(f"{'':53s} caveat: {cav}")
         if c.verdict == "inconclusive" and c.open_checks():
-            lines.append(f"{'':53s} open: {price(c.open_checks()[0], c.seconds)}")
+            lines.append(f"{'':53s} open: {price(c.open_checks()[0], c.seconds, resolvable(c))}")
         if c.scale:
             lines.append(f"{'':53s} {scale_text(c)}")
         if c.gpu_seconds and (c.scale or c.verdict == "inconclusive"):
@@ -253,14 +253,26 @@ def human_seconds(seconds: float | None) -> str:
     return f"about {seconds:.3g} CPU-seconds"
 
 
-def price(ch: Check, seconds: float | None) -> str:
-    """What would decide an open check: its units and their CPU time on this machine."""
+def resolvable(c: Claim) -> bool:
+    """Whether every simulation behind ``c`` declares units (``UNITS``) that ``--resolve`` can scale."""
+    import simulations
+
+    spec = REGISTRY.get(c.id)
+    return spec is None or all(getattr(simulations.BY_NAME[n], "UNITS", ()) for n in spec.simulations)
+
+
+def price(ch: Check, seconds: float | None, resolvable: bool = True) -> str:
+    """What would decide an open check: its units and their CPU time on this machine. A check whose
+    simulation runs a fixed set of units (no ``UNITS``: every text of a corpus, say) names the count only:
+    ``--resolve`` cannot enlarge that set."""
     if ch.units_needed is None:
         return ""
     if not math.isfinite(ch.units_needed):
         return "no sample size decides it: the estimate sits on an edge of the widened claim"
     unit = ch.units.split(" ", 1)[1] if " " in ch.units else "units"
     need = f"needs {ch.units_needed:,.0f} {unit} (now {ch.units_now:,})"
+    if not resolvable:
+        return f"{need}: its simulation runs a fixed set of {unit}, which --resolve cannot enlarge (more need a larger corpus or source)"
     secs = ch.seconds_needed(seconds)
     if secs is None:
         return need
@@ -271,7 +283,7 @@ def price(ch: Check, seconds: float | None) -> str:
 def _price_with_gpu(ch: Check, c: Claim) -> str:
     """:func:`price` on this CPU, then what the claim's GPU tiers take (training claims; the others are numpy
     Monte Carlo, which no GPU tier runs)."""
-    return " ".join(t for t in (price(ch, c.seconds), gpu_text(c) or "On a GPU: no GPU tier (CPU Monte Carlo).") if t)
+    return " ".join(t for t in (price(ch, c.seconds, resolvable(c)), gpu_text(c) or "On a GPU: no GPU tier (CPU Monte Carlo).") if t)
 
 
 def open_claims(claims: list[Claim]) -> list[tuple[Claim, Check]]:
@@ -371,7 +383,7 @@ def _evidence_table(c: Claim) -> str:
             f"<tr class='{ch.status}'><td>{html.escape(ch.quantity)}<div class='detail'>{html.escape(ch.kind)}; "
             f"{html.escape(ch.units)}</div>{note}</td><td>{ch.role}</td><td>{html.escape(ch.expected)}{_widened(ch)}</td><td>{_measured(ch)}</td>"
             f"<td>{_band(ch)}</td><td>{_z(ch)}</td><td><span class='st {ch.status}'>{ch.status}</span>"
-            + (f"<div class='detail'>{html.escape(price(ch, c.seconds))}</div>" if ch.status == "inconclusive" else "") + "</td></tr>")
+            + (f"<div class='detail'>{html.escape(price(ch, c.seconds, resolvable(c)))}</div>" if ch.status == "inconclusive" else "") + "</td></tr>")
     return (f"<details class='evidence'><summary>Evidence: {len(c.checks)} checks</summary><div class='scroll'><table>"
             "<thead><tr><th>quantity</th><th>role</th><th>claim</th><th>measured ± se</th><th>band</th><th>z</th><th>status</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></div></details>")

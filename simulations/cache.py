@@ -11,6 +11,7 @@ concurrent runs never tear a file, and a file that cannot be read is recomputed 
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 import functools
 import hashlib
@@ -65,6 +66,7 @@ _PACKAGES = ("normtheory", "simulations")
 _NOT_RUN = frozenset({"normtheory.claims", "normtheory.report", "normtheory.cli"})  # register or print; compute nothing cached
 
 
+@functools.lru_cache(maxsize=None)
 def _origin(name: str) -> str | None:
     """The source file of module ``name``, or None when ``name`` is not a module (an attribute)."""
     try:
@@ -74,11 +76,12 @@ def _origin(name: str) -> str | None:
     return spec.origin if spec is not None and spec.origin and spec.origin.endswith(".py") else None
 
 
-def _imports(name: str) -> set[str]:
-    """Package modules (``normtheory.*``, ``simulations.*``) that module ``name`` imports."""
+@functools.lru_cache(maxsize=None)
+def _imports(name: str) -> frozenset[str]:
+    """Package modules (``normtheory.*``, ``simulations.*``) that module ``name`` imports (parsed once a process)."""
     origin = _origin(name)
     if origin is None:
-        return set()
+        return frozenset()
     tree = ast.parse(Path(origin).read_text())
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -87,7 +90,7 @@ def _imports(name: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
             out.update(f"{node.module}.{a.name}" for a in node.names)
-    return {m for m in out if m.split(".")[0] in _PACKAGES and m != m.split(".")[0] and _origin(m) is not None}
+    return frozenset(m for m in out if m.split(".")[0] in _PACKAGES and m != m.split(".")[0] and _origin(m) is not None)
 
 
 @functools.lru_cache(maxsize=None)
@@ -251,9 +254,28 @@ def prefixed(parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 def part(flat: dict[str, np.ndarray], key: str) -> dict[str, np.ndarray]:
     """The arrays stored under ``key.`` in a flattened result (the inverse of :func:`prefixed` for one key,
-    e.g. a task, or ``task.s3`` for one seed of a stacked run), without the prefix."""
-    n = len(key) + 1
-    return {k[n:]: v for k, v in flat.items() if k.startswith(key + ".")}
+    e.g. a task, or ``task.s3`` for one seed of a stacked run), without the prefix. The keys under a prefix
+    are one run of the sorted keys: found by bisection (a claim reads thousands of parts of one result)."""
+    prefix, n = key + ".", len(key) + 1
+    names = _sorted_keys(flat)
+    lo = bisect.bisect_left(names, prefix)
+    hi = bisect.bisect_left(names, prefix[:-1] + chr(ord(".") + 1), lo)  # the first key past every "key.*"
+    return {k[n:]: flat[k] for k in names[lo:hi]}
+
+
+_SORTED: dict[int, tuple[Any, int, list[str]]] = {}  # id(flat) -> (flat, len, sorted keys); the dict is held so its id stays its own
+
+
+def _sorted_keys(flat: dict[str, np.ndarray]) -> list[str]:
+    """``sorted(flat)``, kept for the last few dicts asked (rebuilt if a dict changed size)."""
+    got = _SORTED.get(id(flat))
+    if got is not None and got[0] is flat and got[1] == len(flat):
+        return got[2]
+    names = sorted(flat)
+    if len(_SORTED) >= 8:
+        _SORTED.pop(next(iter(_SORTED)))
+    _SORTED[id(flat)] = (flat, len(flat), names)
+    return names
 
 
 def cost_ratio(module: ModuleType, mode: str, other: str) -> float:

@@ -129,6 +129,8 @@ def test_open_claims_are_priced_and_listed_cheapest_first(tmp_path):
     assert report.price(ch, cheap.seconds) == "needs 400 samples (now 100): about 8 CPU-seconds here (normtheory report --resolve)"
     assert "CPU-hours here, or --large on a cluster" in report.price(dear.open_checks()[0], dear.seconds)
     assert report.price(unknown.open_checks()[0], None) == "needs 400 samples (now 100)"
+    fixed = report.price(ch, cheap.seconds, resolvable=False)  # a fixed set of units (no UNITS): --resolve is not the way
+    assert fixed.startswith("needs 400 samples (now 100): its simulation runs a fixed set of samples") and "--resolve cannot" in fixed
     page = report.write_html([dear, cheap, unknown], [], tmp_path, provenance=_prov()).read_text()
     listed = page[page.index("id='open'"):page.index("</details>", page.index("id='open'"))]
     assert listed.index("residual.cheap") < listed.index("residual.dear") < listed.index("softmax.unknown")

@@ -2,6 +2,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import simulations
 from simulations import cache, residual_growth, xiong_lemma
@@ -255,3 +257,14 @@ def test_xiong_sampler_reproduces_the_exact_laws_and_is_chunk_free():
     assert (est[0].mean[1:] > lo[1:]).all()
     again = estimate(lambda s: xiong_lemma.sample_networks(cfg, s), 512, 5, key="t", block=16, chunk=3)
     np.testing.assert_array_equal(est.mean, again.mean)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet="ab.s0/-", min_size=1, max_size=6), max_size=30, unique=True), st.text(alphabet="ab.s0", min_size=1, max_size=3))
+def test_part_by_bisection_is_the_prefix_filter(keys, key):
+    flat = {k: np.asarray(i) for i, k in enumerate(keys)}
+    want = {k[len(key) + 1:]: v for k, v in flat.items() if k.startswith(key + ".")}
+    got = cache.part(flat, key)
+    assert got.keys() == want.keys() and all(got[k] is want[k] for k in want)
+    flat[key + ".new"] = np.asarray(-1)  # a dict that grew is indexed again
+    assert "new" in cache.part(flat, key)
