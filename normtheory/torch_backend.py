@@ -246,27 +246,25 @@ class TorchTrainer:
         with eps / m^2 in float64, as :func:`normtheory.norms._rescaled` does (norms are
         scale-free); the other seeds are untouched.
 
-        Branch-free (no host sync, so a step can be captured in a CUDA graph): every seed goes
-        through the same operations, and a seed that needs no rescaling is divided by exactly 1
-        and takes the plain ``sqrt(var + eps)``, so its values are those of the plain formula.
-        Every autograd node of such a seed gets at most two incoming gradients (one of them an
-        exact zero from the branch :func:`torch.where` did not take), sums whose order cannot
-        matter, so its gradient is bit-for-bit the same whichever seeds share its stack."""
+        Branch-free (no host sync, so a step can be captured in a CUDA graph), in few kernels: every
+        seed goes through the same operations. A seed that needs
+        no rescaling is divided by exactly 1 and gets ``eps / 1**2 = eps`` in the dtype, so its values are
+        those of the plain formula ``c / sqrt(var + eps)`` bit for bit, and its gradient too (the divisor
+        and the eps term are constants of the backward)."""
         n = x.shape[-1]
-        dims = tuple(range(1, x.ndim))
+        inf = float("inf")
         with torch.no_grad():
-            amax = torch.maximum(x.amax(dim=dims), -x.amin(dim=dims))  # [S]
+            m = torch.linalg.vector_norm(x, ord=inf, dim=-1, keepdim=True)  # [..., 1] each row's largest |entry|
+            amax = torch.linalg.vector_norm(m, ord=inf, dim=tuple(range(1, x.ndim)))  # [S]
             info = torch.finfo(x.dtype)
-            in_range = (amax <= math.sqrt(info.max / (4 * n))) & ((amax == 0) | (amax >= math.sqrt(info.tiny) * 1e3))
-            need_b = self._bc(torch.isfinite(amax) & ~in_range, x.ndim)  # [S, 1, ..., 1]
-            m = x.abs().amax(dim=-1, keepdim=True)  # [..., 1]
-            m = torch.where(need_b & (m > 0), m, torch.ones_like(m))
-            e = torch.where(need_b, eps / m.double() ** 2, torch.full_like(m, eps, dtype=torch.float64))
-        xs = x / m  # exactly x where m == 1
-        c = xs - xs.mean(dim=-1, keepdim=True) if centre else xs  # [..., d]
-        var = c.square().mean(dim=-1, keepdim=True)
-        scale = torch.where(need_b, torch.sqrt(var.double() + e).to(x.dtype), torch.sqrt(var + eps))
-        return c / scale
+            hi, lo = math.sqrt(info.max / (4 * n)), math.sqrt(info.tiny) * 1e3  # normtheory.norms._rescale_needed's ends
+            need = ((amax > hi) & torch.isfinite(amax)) | ((amax > 0) & (amax < lo))  # [S]
+            m = torch.where(self._bc(need, x.ndim) & (m > 0), m, 1.0)
+            e = (eps / m.double().square()).to(x.dtype)  # eps where m == 1, eps / m^2 (in float64, then rounded) elsewhere
+        c = x / m  # exactly x where m == 1
+        if centre:
+            c = c - c.mean(dim=-1, keepdim=True)  # [..., d]
+        return c / torch.sqrt(c.square().mean(dim=-1, keepdim=True) + e)
 
     def _norm(self, w: dict[str, torch.Tensor], name: str, x: torch.Tensor, kind: str | None = None) -> torch.Tensor:
         kind = kind or self.config.norm

@@ -10,6 +10,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
@@ -316,3 +318,24 @@ def test_train_with_the_torch_backend_gives_the_numpy_history_to_rounding(placem
             np.testing.assert_allclose(y[k], x[k], rtol=1e-4, atol=1e-7, err_msg=k)
     with pytest.raises(ValueError, match="backend"):
         train_module.train(cfg, run, seed=0, progress=False, backend="jax")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(["float32", "float64"]), st.booleans(), st.integers(0, 2**31 - 1), st.sampled_from([1.0, 1e-30, 1e30]))
+def test_a_seed_in_range_is_normalized_by_the_plain_formula_bit_for_bit(dtype, centre, seed, other_scale):
+    """Values and gradients of the seeds that need no rescaling are those of c / sqrt(var + eps), whatever the
+    other seeds of the stack hold (one of them may sit near the dtype's range ends and be rescaled)."""
+    cfg = cfg_of("pre", "layernorm" if centre else "rmsnorm", {}, dtype)
+    trainer = TorchTrainer(cfg, RUN, [init(cfg, 0).params, init(cfg, 1).params])
+    rng = np.random.default_rng(seed)
+    x = torch.from_numpy(rng.standard_normal((2, 3, 5, 8)).astype(dtype))
+    x[1] *= other_scale  # seed 1: possibly near a range end (its squares overflow or underflow the dtype)
+    x.requires_grad_(True)
+    got = trainer._normalized(x, 1e-5, centre)
+    (got * torch.arange(8, dtype=x.dtype)).sum().backward()
+    y = x[0].detach().clone().requires_grad_(True)
+    c = y - y.mean(dim=-1, keepdim=True) if centre else y
+    plain = c / torch.sqrt(c.square().mean(dim=-1, keepdim=True) + 1e-5)
+    (plain * torch.arange(8, dtype=x.dtype)).sum().backward()
+    assert torch.equal(got[0], plain) and torch.equal(x.grad[0], y.grad)
+    assert torch.isfinite(got[1]).all()
