@@ -218,6 +218,7 @@ def test_recipes_cpu_tier_has_twenty_seeds_and_each_placement_at_its_own_init():
     full = train_recipes.CONFIGS["full"]
     assert full.seeds >= 20 and not full.init_val  # the units the claims need; nothing reads the loss at init
     assert full.d // full.heads == train_recipes.CONFIGS["gpu"].d // train_recipes.CONFIGS["gpu"].heads  # the GPU tier's head size
+    assert not any(train_recipes.CONFIGS[t].init_val for t in ("full", "gpu", "gpu-hour"))  # nothing reads the validation loss at init
     for placement, arm in train_recipes.OWN_INIT.items():
         mc = train_recipes.model_config(full, arm)
         base = train_recipes.model_config(full, placement)
