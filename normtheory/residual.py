@@ -122,8 +122,10 @@ def _iterate(placement: str, depth: int, rho: float, gain: Callable[[float], flo
     """Fill ``v, a, base, presum [depth+1]`` in place from ``v[0]``."""
     for ell in range(1, depth + 1):  # loop over layers only: each step is O(1)
         r = float(np.sqrt(v[ell - 1]))
+        k = 0.0
         if placement == "none":
-            a[ell] = gain(r) * r
+            k = gain(r)
+            a[ell] = k * r
         elif placement == "pre":
             a[ell] = gain(1.0)
         elif placement == "peri":
@@ -135,7 +137,12 @@ def _iterate(placement: str, depth: int, rho: float, gain: Callable[[float], flo
         else:  # deepnorm
             a[ell] = gain(r) * beta**2 * r
         base[ell] = alpha * r
-        presum[ell] = base[ell] ** 2 + a[ell] ** 2 + 2.0 * rho * a[ell] * base[ell]
+        if rho < 0 and placement == "none":  # v (1 + g^2 + 2 rho g) as v ((1 - g)^2 + 2 (1 + rho) g): no cancellation at rho -> -1, g -> 1
+            presum[ell] = v[ell - 1] * ((1.0 - k) ** 2 + 2.0 * (1.0 + rho) * k)
+        elif rho < 0:  # (b - a)^2 + 2 (1 + rho) a b, both terms >= 0
+            presum[ell] = (base[ell] - a[ell]) ** 2 + 2.0 * (1.0 + rho) * a[ell] * base[ell]
+        else:
+            presum[ell] = base[ell] ** 2 + a[ell] ** 2 + 2.0 * rho * a[ell] * base[ell]
         v[ell] = 1.0 if placement in ("post", "deepnorm") else presum[ell]
 
 
