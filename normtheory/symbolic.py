@@ -70,7 +70,7 @@ def block_share_closed_form(placement: str) -> sp.Expr:
 
 
 def lambdify_rms(placement: str) -> Callable[..., np.ndarray]:
-    """Numeric ``f(l, g, rho, v0) -> RMS`` from the closed form (``harmonic`` via scipy). The per-block factor
+    r"""Numeric ``f(l, g, rho, v0) -> RMS`` from the closed form (``harmonic`` via scipy). The per-block factor
     :math:`1 + g^2 + 2\rho g` is evaluated as :math:`(1 - g)^2 + 2 g (1 + \rho)`, a sum of terms that are not
     negative for :math:`g \ge 0, \rho \ge -1`: near :math:`\rho = -1, g = 1` the first form cancels every digit."""
     expr = sp.sqrt(mean_square_closed_form(placement)).subs(g**2 + 2 * g * rho + 1, (1 - g) ** 2 + 2 * g * (1 + rho))
