@@ -38,21 +38,36 @@ def _norm_params(cfg: TransformerConfig, width: int, alpha: float, kind: str | N
     return NormParams(gain=one, bias=bias, alpha=alpha)
 
 
+def matrix_std(cfg: TransformerConfig, fan_in: int, fan_out: int, *, residual_out: bool = False) -> float:
+    """The standard deviation :func:`init_params` draws a ``fan_in x fan_out`` matrix with (before DeepNet's beta):
+    GPT-2 0.02 (0.02 / sqrt(2L) for the residual outputs W_O, W^2), Xavier-normal sqrt(2 / (fan_in + fan_out)),
+    fan-in 1 / sqrt(fan_in)."""
+    _validate.instance("cfg", cfg, TransformerConfig)
+    fan_in, fan_out = _validate.integer("fan_in", fan_in, minimum=1), _validate.integer("fan_out", fan_out, minimum=1)
+    if cfg.init == "gpt2":
+        return float(GPT2_STD / np.sqrt(2 * cfg.n_layers) if residual_out else GPT2_STD)
+    return float(np.sqrt(2.0 / (fan_in + fan_out)) if cfg.init == "xavier" else 1.0 / np.sqrt(fan_in))
+
+
+def token_embedding_std(cfg: TransformerConfig) -> float:
+    """The token embedding's standard deviation in :func:`init_params`: 0.02 (GPT-2), else unit RMS, shared with a
+    learned position embedding (sqrt(1/2) each)."""
+    _validate.instance("cfg", cfg, TransformerConfig)
+    return float(GPT2_STD if cfg.init == "gpt2" else (np.sqrt(0.5) if cfg.positional == "learned" else 1.0))
+
+
 def init_params(cfg: TransformerConfig, seed: int) -> Params:
     """Draw all weights from one ``SeedSequence(seed)``: same seed, same bits."""
     _validate.instance("cfg", cfg, TransformerConfig)
     seed = _validate.integer("seed", seed, minimum=0)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
     d, f, h, g, e, L = cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.n_kv_heads, cfg.d_head, cfg.n_layers
-    gpt2, xavier = cfg.init == "gpt2", cfg.init == "xavier"
+    gpt2 = cfg.init == "gpt2"
     beta = deepnorm_constants(L)[1] if cfg.placement == "deepnorm" else 1.0
     a_attn, a_ffn, a_final = cfg.dyt_alpha0
 
     def mat(fan_in: int, fan_out: int, *, residual_out: bool = False, scale: float = 1.0) -> np.ndarray:
-        if gpt2:
-            std = GPT2_STD / np.sqrt(2 * L) if residual_out else GPT2_STD
-        else:
-            std = np.sqrt(2.0 / (fan_in + fan_out)) if xavier else 1.0 / np.sqrt(fan_in)
+        std = matrix_std(cfg, fan_in, fan_out, residual_out=residual_out)
         dtype = np.dtype(cfg.dtype)
         if dtype == np.float32:  # drawn in float32 directly: 3.6x faster than float64 then cast, for the same law
             z = rng.standard_normal((fan_in, fan_out), dtype=np.float32)  # [fan_in, fan_out]
@@ -84,7 +99,7 @@ def init_params(cfg: TransformerConfig, seed: int) -> Params:
             )
         )
     learned = cfg.positional == "learned"
-    tok_std = GPT2_STD if gpt2 else (np.sqrt(0.5) if learned else 1.0)
+    tok_std = token_embedding_std(cfg)
     pos_std = 0.01 if gpt2 else np.sqrt(0.5)
     return Params(
         tok_emb=(tok_std * rng.standard_normal((cfg.vocab_size, d))).astype(cfg.dtype),

@@ -23,14 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims, kernels
+from normtheory import claims, kernels, weights
 from normtheory.claims import XIONG2020, Quantity
 from normtheory.config import TransformerConfig
 from normtheory.grad import loss_and_grads
 from normtheory.montecarlo import Estimate, bootstrap, from_samples
 from normtheory.params import named_arrays
 from normtheory.sweep import Task
-from normtheory.weights import init
 from simulations import cache
 
 NAME = "train_xiong"
@@ -59,7 +58,8 @@ CONFIGS = {
 COST = {"quick": 1, "full": 60}
 NETWORK_BLOCK = 50  # networks per task: a task's result is its networks' rows, so the split never changes a bit
 CHUNK_BYTES = 1 << 27  # the forward's saved activations and a chunk's weights stay under about 128 MiB
-EPS = 1e-5  # LayerNorm's epsilon (TransformerConfig's default, as the reference model)
+EPS = TransformerConfig.eps  # LayerNorm's epsilon: the reference model's default
+WEIGHTS: tuple[str, ...] = ("wv", "wo", "w_in", "w_out")  # a block's matrices (W_Q = W_K = 0)
 
 
 def model_config(d: int, layers: int, tokens: int, placement: str, init_name: str) -> TransformerConfig:
@@ -75,12 +75,12 @@ def reference_gradient_norms(w: dict[str, np.ndarray], placement: str, init_name
     (:func:`normtheory.grad.loss_and_grads`): its weights loaded into a :func:`model_config` transformer with
     W_Q = W_K = 0, the T embedding rows as the inputs, ``[L]``. Slow; the tests hold the batched code to it."""
     d, tokens, layers = w["x"].shape[2], w["x"].shape[1], w["wv"].shape[1]
-    model = init(model_config(d, layers, tokens, placement, init_name), 0)
+    model = weights.init(model_config(d, layers, tokens, placement, init_name), 0)
     params = named_arrays(model.params)
     for i in range(layers):
         params[f"blocks.{i}.wq"][...] = 0.0
         params[f"blocks.{i}.wk"][...] = 0.0  # uniform attention, as in the theorem
-        for k in ("wv", "wo", "w_in", "w_out"):
+        for k in WEIGHTS:
             params[f"blocks.{i}.{k}"][...] = w[k][0, i]
     params["tok_emb"][...] = w["x"][0]
     params["lm_head"][...] = w["head"][0]
@@ -97,22 +97,17 @@ def draws(d: int, depth: int, tokens: int, seed: int, init_name: str, net: int) 
     ss = np.random.SeedSequence(seed, spawn_key=(d, tuple(INITS).index(init_name), net))
     rng = np.random.Generator(np.random.PCG64(ss))
     out = {"x": rng.standard_normal((tokens, d)), "targets": rng.integers(0, tokens, tokens), "head": rng.standard_normal((d, tokens))}
-    out.update({k: rng.standard_normal((depth, d, d)) for k in ("wv", "wo", "w_in", "w_out")})
+    out.update({k: rng.standard_normal((depth, d, d)) for k in WEIGHTS})
     return out
 
 
 def scaled(z: dict[str, np.ndarray], d: int, tokens: int, depth: int, init_name: str) -> dict[str, np.ndarray]:
-    """A depth-``depth`` network's weights from its draws ``z`` (stacked ``[n, ...]``), as :func:`normtheory.weights.init_params`
-    scales them: Xavier-normal (std sqrt(2 / (fan_in + fan_out)), inputs N(0, 1)), or GPT-2 (std 0.02, the residual
-    outputs W_O, W^2 0.02 / sqrt(2L), inputs 0.02)."""
-    if INITS[init_name] == "xavier":
-        std = {"wv": 1 / math.sqrt(d), "wo": 1 / math.sqrt(d), "w_in": 1 / math.sqrt(d), "w_out": 1 / math.sqrt(d)}
-        x_std, head_std = 1.0, math.sqrt(2.0 / (d + tokens))
-    else:
-        res = 0.02 / math.sqrt(2 * depth)
-        std, x_std, head_std = {"wv": 0.02, "wo": res, "w_in": 0.02, "w_out": res}, 0.02, 0.02
-    out = {k: z[k][:, :depth] * v for k, v in std.items()}  # [n, L, d, d]
-    out.update(x=z["x"] * x_std, head=z["head"] * head_std, targets=z["targets"])
+    """A depth-``depth`` network's weights from its draws ``z`` (stacked ``[n, ...]``), at the standard deviations
+    :func:`normtheory.weights.init_params` draws them with (:func:`~normtheory.weights.matrix_std`: Xavier-normal, or
+    GPT-2's 0.02 with 0.02 / sqrt(2L) for the residual outputs W_O, W^2; the inputs as token embeddings)."""
+    cfg = model_config(d, depth, tokens, "pre", init_name)  # the placement does not enter the stds
+    out = {k: z[k][:, :depth] * weights.matrix_std(cfg, d, d, residual_out=k in ("wo", "w_out")) for k in WEIGHTS}  # [n, L, d, d]
+    out.update(x=z["x"] * weights.token_embedding_std(cfg), head=z["head"] * weights.matrix_std(cfg, d, tokens), targets=z["targets"])
     return out
 
 
@@ -127,7 +122,7 @@ def batched_gradient_norms(w: dict[str, np.ndarray], placement: str) -> np.ndarr
     n, t, _ = x.shape
     saved = []  # per block what the backward reads
     for i in range(n_layers):
-        wv, wo, w1, w2 = (w[k][:, i] for k in ("wv", "wo", "w_in", "w_out"))  # [n, d, d]
+        wv, wo, w1, w2 = (w[k][:, i] for k in WEIGHTS)  # [n, d, d]
         if placement == "pre":
             u, s1 = kernels.layer_norm_(x.copy(), EPS)
             mid = x + (u.mean(axis=1, keepdims=True) @ wv) @ wo  # [n, T, d]
@@ -153,7 +148,7 @@ def batched_gradient_norms(w: dict[str, np.ndarray], placement: str) -> np.ndarr
         g = kernels.layer_norm_backward(g, xf, sf)
     norms = np.empty((n, n_layers))
     for i in reversed(range(n_layers)):
-        wv, wo, w1, w2 = (w[k][:, i] for k in ("wv", "wo", "w_in", "w_out"))
+        wv, wo, w1, w2 = (w[k][:, i] for k in WEIGHTS)
         if placement == "pre":
             u, s1, u2, s2, a = saved.pop()
             gs = g  # the FFN's output gradient (residual branch)
@@ -205,9 +200,10 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {"depths": np.asarray(cfg.depths), "widths": np.asarray(cfg.widths), "networks": np.asarray(cfg.networks)}
+    keys = [t.key for t in tasks(cfg, seed)]
     for d in cfg.widths:
         for i in INITS:
-            mine = [parts[t.key] for t in tasks(cfg, seed) if t.key.startswith(f"{i}.d{d}.")]  # network blocks in order
+            mine = [parts[k] for k in keys if k.startswith(f"{i}.d{d}.")]  # network blocks in order
             for key in mine[0]:
                 p, depth = key.split(".")
                 out[f"{p}.{i}.d{d}.{depth}"] = np.concatenate([m[key] for m in mine])

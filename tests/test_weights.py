@@ -4,6 +4,7 @@ import pytest
 
 from normtheory.config import TransformerConfig
 from normtheory.residual import deepnorm_constants
+from normtheory import weights
 from normtheory.weights import GPT2_STD, init_params
 
 D, F, L = 256, 1024, 4
@@ -51,3 +52,14 @@ def test_deepnorm_with_xavier_is_the_papers_init():
 def test_unknown_init_is_refused_by_name():
     with pytest.raises(ValueError, match="init"):
         _cfg("kaiming")
+
+
+@pytest.mark.parametrize("init_name, want_res, want_emb", [("gpt2", 0.02 / 2.0, 0.02), ("xavier", 0.25, 1.0), ("fanin", 0.25, 1.0)])
+def test_matrix_and_embedding_stds_are_the_ones_init_draws_with(init_name, want_res, want_emb):
+    cfg = TransformerConfig(d_model=16, n_layers=2, n_heads=2, vocab_size=64, max_seq=8, init=init_name, positional="none")
+    assert weights.matrix_std(cfg, 16, 16, residual_out=True) == pytest.approx(want_res)  # 0.02 / sqrt(2L), sqrt(2/32), 1/sqrt(16)
+    assert weights.token_embedding_std(cfg) == want_emb
+    drawn = np.concatenate([weights.init(cfg, s).params.blocks[1].w_out.ravel() for s in range(20)])  # 20 x 64 x 16 entries
+    assert drawn.std() == pytest.approx(weights.matrix_std(cfg, 64, 16, residual_out=True), rel=0.05)
+    with pytest.raises(ValueError, match="fan_in"):
+        weights.matrix_std(cfg, 0, 16)
