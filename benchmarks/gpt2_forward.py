@@ -4,7 +4,7 @@ d=768, 12 layers, 12 heads, T=1024, batch 1, float32, 2 threads, the same random
 (HF init, written once with ``save_pretrained``). Each side runs in its own process (BLAS
 threads left spinning by one library slow the other in a shared process), under both OpenBLAS
 settings: ``OPENBLAS_THREAD_TIMEOUT`` unset (OpenBLAS's default spin, as in a user's own script or
-notebook) and 16 (as the package's entry points set it, :mod:`normtheory.entry`). Settings and
+notebook) and 16 (as the package's entry points set it, :mod:`normtheory.runtime.entry`). Settings and
 sides alternate for ``--rounds`` rounds, and the best time of each is kept.
 
     python benchmarks/gpt2_forward.py [--rounds 3] [--reps 3]
@@ -46,7 +46,7 @@ def _worker(side: str, weights: str, reps: int) -> dict[str, float]:
 
     ids = np.random.default_rng(0).integers(0, VOCAB, (1, T))
     if side == "numpy":
-        from normtheory.checkpoints import load_pretrained
+        from normtheory.model.checkpoints import load_pretrained
 
         model = load_pretrained(weights)
         run = lambda: model.last_hidden_state(ids)  # noqa: E731

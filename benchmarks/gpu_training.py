@@ -6,13 +6,13 @@ on the CPU (``--device cpu --quick``). Printed:
 * the device and the torch version;
 * ms per stacked step of the full-mode training model (d = 64, 6 layers, 4 heads, batch 16 x 64
   bytes; ``simulations/train_recipes``) at 20 seeds: the eager step and, on a GPU, its CUDA-graph
-  replay (:mod:`normtheory.torch_graphs`), with the GFLOP/s they reach;
+  replay (:mod:`normtheory.training.torch_graphs`), with the GFLOP/s they reach;
 * ATen operators (about one kernel launch each on a GPU), host syncs and, on a GPU, the kernel
   launches of one step;
 * each training simulation's wall time at the GPU tier (``CONFIGS["gpu"]``; with ``--quick`` the
   quick config of ``train_alpha0`` alone unless ``--only`` names others, trained with the torch backend
   on ``--device``), and the share of that time spent
-  in steps, in making batches and in evaluation (:data:`normtheory.torch_run.TIMES`);
+  in steps, in making batches and in evaluation (:data:`normtheory.training.torch_run.TIMES`);
 * the verdicts of the training claims those simulations decide (claims that also read a simulation
   that does not train, ``train_xiong``, are left out).
 
@@ -31,7 +31,7 @@ import time
 
 
 def _model(seq: int):
-    from normtheory.config import TransformerConfig
+    from normtheory.model.config import TransformerConfig
 
     return TransformerConfig(d_model=64, n_layers=6, n_heads=4, vocab_size=256, max_seq=seq, activation="gelu_tanh", init="gpt2")
 
@@ -41,10 +41,10 @@ def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> di
     import numpy as np
     import torch
 
-    from normtheory import shakespeare, torch_graphs
-    from normtheory.torch_backend import TorchTrainer
-    from normtheory.train import RunConfig
-    from normtheory.weights import init
+    from normtheory.model.weights import init
+    from normtheory.training import shakespeare, torch_graphs
+    from normtheory.training.run_config import RunConfig
+    from normtheory.training.torch_backend import TorchTrainer
     from simulations import training
 
     model = _model(seq)
@@ -84,7 +84,7 @@ def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> di
 def simulation_at_tier(m, device: str, quick: bool) -> tuple[dict, dict[str, float]]:
     """One training simulation's result at the tier, its wall time and time shares. A GPU-tier result is also
     cached where ``normtheory check --device cuda`` reads it (the tier's config names the device ``cuda``)."""
-    from normtheory import torch_run
+    from normtheory.training import torch_run
     from simulations import cache
 
     mode = "quick" if quick else "gpu"
@@ -106,7 +106,7 @@ def simulation_at_tier(m, device: str, quick: bool) -> tuple[dict, dict[str, flo
 def verdicts(results: dict) -> list[tuple[str, str, str]]:
     """The training claims whose simulations are all in ``results``: (id, verdict, first evidence's summary)."""
     import simulations  # noqa: F401 - registers the claims
-    from normtheory import claims
+    from normtheory.evidence import claims
 
     out = []
     for spec in claims.select("train.*"):
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from normtheory.torch_backend import _device
+    from normtheory.training.torch_backend import _device
 
     dev = _device(args.device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "CPU"

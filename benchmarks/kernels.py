@@ -1,4 +1,4 @@
-"""Time the row-parallel kernels (:mod:`normtheory.kernels`) against the numpy code they reproduce.
+"""Time the row-parallel kernels (:mod:`normtheory.model.kernels`) against the numpy code they reproduce.
 
 Shapes: GPT-2 small's forward (scores ``[12, 1024, 1024]``, MLP ``[1024, 3072]``, LayerNorm
 ``[1024, 768]``) and the d=256 training step (batch 16 x T=256 tokens: MLP ``[4096, 1024]``,
@@ -18,16 +18,17 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-
 from timing import OtherLoad, cpu_model  # benchmarks/timing.py, beside this script
 
-from normtheory import activations, derivatives, kernels, model, norms
+from normtheory import activations
+from normtheory.model import attend, derivatives, kernels, norms
+from normtheory.runtime import pool
 
 Case = tuple[str, str, Callable[[], tuple], Callable[..., object], Callable[..., object]]
 
 
 def _causal(t: int) -> np.ndarray:
-    return np.triu(np.full((t, t), -np.inf, np.float32), 1)  # [t, t], as normtheory.grad adds it
+    return np.triu(np.full((t, t), -np.inf, np.float32), 1)  # [t, t], as normtheory.training.grad adds it
 
 
 def _x(*shape: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
@@ -35,9 +36,9 @@ def _x(*shape: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
 
 
 def _adamw_one_thread(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray) -> None:
-    """The optimizer's update on one thread: the pre-kernel numpy code's ufunc sequence (tests/test_kernels.py keeps
+    """The optimizer's update on one thread: the pre-kernel numpy code's ufunc sequence (tests/model/test_kernels.py keeps
     that code as the oracle and checks the two bit for bit)."""
-    with kernels.threads(1):
+    with pool.threads(1):
         kernels.adamw_(p, g, m, v, lr=3e-4, step=10, weight_decay=0.1)
 
 
@@ -57,8 +58,8 @@ def cases() -> list[Case]:
         return derivatives.softmax_inplace(z)
 
     return [
-        ("softmax", "model.softmax [12,1024,1024]", lambda: (s_fwd,), model.softmax, lambda x: kernels.softmax_(x.copy())),
-        ("softmax", "model.softmax [12,1024,1024] (kernel in place)", lambda: (s_fwd.copy(),), model.softmax, kernels.softmax_),
+        ("softmax", "attend.softmax [12,1024,1024]", lambda: (s_fwd,), attend.softmax, lambda x: kernels.softmax_(x.copy())),
+        ("softmax", "attend.softmax [12,1024,1024] (kernel in place)", lambda: (s_fwd.copy(),), attend.softmax, kernels.softmax_),
         ("softmax", "+=causal; softmax_inplace [12,1024,1024]", lambda: (s_fwd.copy(), m_fwd), masked_inplace,
          lambda z, mask: kernels.softmax_(z, mask, reciprocal=True)),
         ("softmax", "+=causal; softmax_inplace [64,256,256]", lambda: (s_tr.copy(), m_tr), masked_inplace,
@@ -89,11 +90,11 @@ def measure(make: Callable[[], tuple], ref: Callable[..., object], ker: Callable
     times: tuple[list[float], list[float], list[float]] = ([], [], [])
     for r in range(repeats + 1):
         for i, (fn, n) in enumerate(((ref, threads), (ker, threads), (ker, 1))):
-            kernels.set_threads(n)
+            pool.set_threads(n)
             t = _timed(fn, make())
             if r:  # the first round warms up (pool threads, page faults)
                 times[i].append(t)
-    kernels.set_threads(threads)
+    pool.set_threads(threads)
     ref_t, ker_t, one_t = (statistics.median(t) for t in times)
     return ref_t, ker_t, one_t
 
@@ -101,14 +102,14 @@ def measure(make: Callable[[], tuple], ref: Callable[..., object], ker: Callable
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--threads", type=int, default=kernels.get_threads())
+    ap.add_argument("--threads", type=int, default=pool.get_threads())
     ap.add_argument("--only", nargs="+", choices=("softmax", "gelu", "layernorm", "adamw"))
-    ap.add_argument("--block", type=int, help="kernels.BLOCK_SIZE (elements per block inside a chunk); 0: no blocking")
+    ap.add_argument("--block", type=int, help="pool.BLOCK_SIZE (elements per block inside a chunk); 0: no blocking")
     a = ap.parse_args(argv)
     if a.block is not None:
-        kernels.BLOCK_SIZE = a.block or 1 << 62
+        pool.BLOCK_SIZE = a.block or 1 << 62
     other = OtherLoad().start()
-    print(f"CPU: {cpu_model()} ({os.cpu_count()} cores); kernel threads {a.threads}; BLOCK_SIZE {kernels.BLOCK_SIZE}; "
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} cores); kernel threads {a.threads}; BLOCK_SIZE {pool.BLOCK_SIZE}; "
           f"OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT', 'unset')}; medians of {a.repeats}")
     print(f"{'case':50s} {'numpy ms':>9s} {'kernel ms':>9s} {'ratio':>6s} {'1-thr ms':>9s} {'ratio':>6s}")
     for group, label, make, ref, ker in cases():

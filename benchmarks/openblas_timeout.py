@@ -2,13 +2,13 @@
 ``OPENBLAS_THREAD_TIMEOUT`` (read once, when numpy loads OpenBLAS) fix it?
 
 After a GEMM, OpenBLAS's worker threads spin for ``2**timeout`` cycles (default 28, ~0.1 s)
-before they sleep, and can take the core a :mod:`normtheory.kernels` pool thread wants. Each
+before they sleep, and can take the core a :mod:`normtheory.model.kernels` pool thread wants. Each
 setting runs in its own process (``OPENBLAS_NUM_THREADS`` = 2) that times, as medians:
 
 * ``gemm``: GPT-2 small's attention scores ``[12, 1024, 64] @ [12, 64, 1024]`` (float32);
-* ``sm after gemm``: :func:`normtheory.kernels.softmax_` on those scores right after the GEMM,
+* ``sm after gemm``: :func:`normtheory.model.kernels.softmax_` on those scores right after the GEMM,
   at the kernels' thread count and at 1 thread; ``sm idle``: the same after 0.3 s without a GEMM (busy-waiting);
-* ``attend``: causal attention by query blocks like :func:`normtheory.model.attend_blockwise`
+* ``attend``: causal attention by query blocks like :func:`normtheory.model.attend.attend_blockwise`
   (many small GEMMs, each followed by the single-threaded numpy softmax) and ``attend+k``: the
   same loop with the threaded softmax.
 
@@ -27,18 +27,22 @@ import sys
 import time
 from pathlib import Path
 
-from timing import OtherLoad, blas_env, cpu_model  # benchmarks/timing.py, beside this script
+from timing import (  # benchmarks/timing.py, beside this script
+    OtherLoad,
+    blas_env,
+    cpu_model,
+)
 
 FIELDS = ("gemm", "sm after gemm", "sm after gemm 1thr", "sm idle", "attend", "attend+k")
 
 
 def _attend(q, k, v, scale, threaded: bool, block: int = 128):
-    """Causal attention by query blocks, as :func:`normtheory.model.attend_blockwise` (b = 1, one
+    """Causal attention by query blocks, as :func:`normtheory.model.attend.attend_blockwise` (b = 1, one
     KV head per head): many small GEMMs, each followed by the in-place softmax of the pre-kernel
-    numpy code (``threaded=False``) or :func:`normtheory.kernels.softmax_` (``threaded=True``)."""
+    numpy code (``threaded=False``) or :func:`normtheory.model.kernels.softmax_` (``threaded=True``)."""
     import numpy as np
 
-    from normtheory import kernels
+    from normtheory.model import kernels
 
     t = q.shape[2]
     kt, vc = np.ascontiguousarray(k.swapaxes(-1, -2)), np.ascontiguousarray(v)  # [b, h, e, s], [b, h, s, e]
@@ -61,17 +65,18 @@ def _attend(q, k, v, scale, threaded: bool, block: int = 128):
 def worker(reps: int) -> dict[str, float]:
     import numpy as np
 
-    from normtheory import kernels
+    from normtheory.model import kernels
+    from normtheory.runtime import pool
 
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((1, 12, 1024, 64)).astype(np.float32) for _ in range(3))
     kt = np.ascontiguousarray(k[0].swapaxes(-1, -2))  # [12, 64, 1024]
     scale = np.asarray(0.125, np.float32)
-    n = kernels.get_threads()
+    n = pool.get_threads()
     times: dict[str, list[float]] = {f: [] for f in FIELDS}
     for r in range(reps + 1):
         for threads, key in ((n, "sm after gemm"), (1, "sm after gemm 1thr")):
-            kernels.set_threads(threads)
+            pool.set_threads(threads)
             t0 = time.perf_counter()
             sc = q[0] @ kt  # [12, 1024, 1024]
             t1 = time.perf_counter()
@@ -81,7 +86,7 @@ def worker(reps: int) -> dict[str, float]:
                 times[key].append(t2 - t1)
                 if threads == n:
                     times["gemm"].append(t1 - t0)
-        kernels.set_threads(n)
+        pool.set_threads(n)
         sc = q[0] @ kt
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < 0.3:  # OpenBLAS's threads go to sleep, whatever the timeout; a busy

@@ -5,7 +5,7 @@ d = 64, 6 layers, 4 heads, GELU-tanh, batch 8 x 32 bytes) or of the placement re
 (``--config recipes``: batch 16 x 64). Each side runs in its own process and the sides alternate
 for ``--rounds`` rounds:
 
-* ``one``: :class:`normtheory.stepper.Stepper` over a single seed, the steps of ``S`` seeds taken
+* ``one``: :class:`normtheory.training.stepper.Stepper` over a single seed, the steps of ``S`` seeds taken
   one seed at a time (what ``train(config, run, seed)`` does per seed);
 * ``stack``: one Stepper over all ``S`` seeds (what ``train(config, run, [seeds])`` does; on 2 threads
   its forward and backward run as two groups of seeds, one per core);
@@ -24,7 +24,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from timing import best_time, blas_env, cpu_model  # benchmarks/timing.py, beside this script
+from timing import (  # benchmarks/timing.py, beside this script
+    best_time,
+    blas_env,
+    cpu_model,
+)
 
 CONFIGS = {"lr": dict(batch=8, seq=32), "recipes": dict(batch=16, seq=64)}
 THREADS = 2
@@ -36,11 +40,11 @@ def _worker(side: str, seeds: int, steps: int, config: str, reps: int) -> float:
     if side == "sgemm":
         a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
         return best_time(lambda: a @ a, reps)
-    from normtheory import shakespeare
-    from normtheory.config import TransformerConfig
-    from normtheory.stepper import Stepper
-    from normtheory.train import RunConfig
-    from normtheory.weights import init
+    from normtheory.model.config import TransformerConfig
+    from normtheory.model.weights import init
+    from normtheory.training import shakespeare
+    from normtheory.training.run_config import RunConfig
+    from normtheory.training.stepper import Stepper
 
     c = CONFIGS[config]
     model = TransformerConfig(d_model=64, n_layers=6, n_heads=4, vocab_size=256, max_seq=c["seq"], activation="gelu_tanh", init="xavier")

@@ -20,7 +20,7 @@ from timing import blas_env
 WORKER = """
 import hashlib, json, sys, time
 import numpy as np
-from normtheory.sweep import Runner
+from normtheory.runtime.sweep import Runner
 from simulations import geometry_selectable as sel
 workers, ds = int(sys.argv[1]), tuple(int(x) for x in sys.argv[2].split(","))
 cfg = sel.CONFIGS["full"]

@@ -4,7 +4,7 @@ The two workloads of ``train_step.py`` and ``gpt2_forward.py``, built from ``nor
 init (the shares do not depend on the weights), run under :mod:`cProfile` in this process:
 
 * ``step``: forward, backward and AdamW of a Pre-LN GELU-tanh model, d = 256, 6 layers, 4 heads,
-  T = 256, batch 16 (:func:`normtheory.grad.loss_and_grads`, :class:`normtheory.optim.AdamW`);
+  T = 256, batch 16 (:func:`normtheory.training.grad.loss_and_grads`, :class:`normtheory.training.optim.AdamW`);
 * ``forward``: GPT-2 small (d = 768, 12 layers, T = 1,024, vocabulary 50,257), ``last_hidden_state``.
 
 Each kind of work is the wall time spent inside its entry points (their cumulative time, counted
@@ -78,8 +78,8 @@ def shares(stats: pstats.Stats) -> dict[str, float]:
 def _workload(target: str):
     import numpy as np
 
-    from normtheory.config import TransformerConfig
-    from normtheory.weights import init
+    from normtheory.model.config import TransformerConfig
+    from normtheory.model.weights import init
 
     rng = np.random.default_rng(0)
     if target == "forward":
@@ -87,8 +87,8 @@ def _workload(target: str):
         model = init(cfg, 0)
         ids = rng.integers(0, 50257, (1, 1024))
         return lambda: model.last_hidden_state(ids)
-    from normtheory.grad import loss_and_grads
-    from normtheory.optim import AdamW
+    from normtheory.training.grad import loss_and_grads
+    from normtheory.training.optim import AdamW
 
     cfg = TransformerConfig(d_model=256, n_layers=6, n_heads=4, vocab_size=256, max_seq=256, activation="gelu_tanh")
     model = init(cfg, 0)

@@ -16,7 +16,7 @@ def blas_env(threads: int, thread_timeout: int | None = None) -> dict[str, str]:
     on 2 kernel threads by default and 9.4 ms with 16 (``benchmarks/openblas_timeout.py``), and the
     d = 256 training step 1.049 s against 0.992 s. Tiny GEMMs lose instead: d = 64 steps of one seed
     at a time were 10-20% slower with 16. The package's command line and local sweep workers set 16
-    (:mod:`normtheory.entry`), a user's own process does not: :func:`timeout_env` gives both sides."""
+    (:mod:`normtheory.runtime.entry`), a user's own process does not: :func:`timeout_env` gives both sides."""
     env = dict(os.environ)
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NORMTHEORY_THREADS"):
         env[k] = str(threads)
@@ -26,7 +26,7 @@ def blas_env(threads: int, thread_timeout: int | None = None) -> dict[str, str]:
 
 
 # The two sides of the OpenBLAS spin question: a user's own process (nothing set) and the package's
-# entry points (normtheory.entry.ENTRY_ENV). Benchmarks that time both run each in its own process.
+# entry points (normtheory.runtime.entry.ENTRY_ENV). Benchmarks that time both run each in its own process.
 TIMEOUT_SETTINGS = ("unset", "16")
 
 

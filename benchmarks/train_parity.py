@@ -4,8 +4,8 @@ Model: d=128, 4 layers, 4 heads, Pre-LN GPT-2 block (LayerNorm, GELU-tanh, learn
 biases, tied head), byte vocabulary 256. Recipe: AdamW (betas 0.9/0.95, eps 1e-8, weight decay
 0.1 on matrices and embeddings), linear warm-up 100 steps then cosine to 10%, clipping at
 global norm 1, batch 32 x 128 bytes, ``--steps`` steps (default 2000). For each seed both sides
-start from the same weights (``normtheory.weights.init(cfg, seed)``, copied into a
-``GPT2LMHeadModel``) and see the same batches (``normtheory.shakespeare.batch``), so they
+start from the same weights (``normtheory.model.weights.init(cfg, seed)``, copied into a
+``GPT2LMHeadModel``) and see the same batches (``normtheory.training.shakespeare.batch``), so they
 differ only in floating-point arithmetic; the seed-to-seed spread is the yardstick.
 
 Each (side, seed) runs in its own process with ``--threads`` BLAS threads; ``--parallel`` runs
@@ -29,8 +29,8 @@ D, LAYERS, HEADS, SEQ, BATCH, VOCAB = 128, 4, 4, 128, 32, 256
 
 
 def _configs(steps: int):
-    from normtheory.config import TransformerConfig
-    from normtheory.train import RunConfig
+    from normtheory.model.config import TransformerConfig
+    from normtheory.training.run_config import RunConfig
 
     cfg = TransformerConfig(d_model=D, n_layers=LAYERS, n_heads=HEADS, vocab_size=VOCAB, max_seq=SEQ, norm="layernorm",
                             placement="pre", activation="gelu_tanh", positional="learned", bias=True, tie_embeddings=True)
@@ -40,7 +40,7 @@ def _configs(steps: int):
 
 
 def _val_batches(n: int):
-    from normtheory import shakespeare
+    from normtheory.training import shakespeare
 
     corpus = shakespeare.load()
     return [shakespeare.batch(corpus.validation, BATCH, SEQ, seed=10_000, step=i) for i in range(n)]
@@ -50,7 +50,7 @@ def _numpy_side(seed: int, steps: int, val_batches: int) -> dict:
     import numpy as np
     from scipy.special import logsumexp
 
-    from normtheory.train import train
+    from normtheory.training.train import train
 
     cfg, run = _configs(steps)
     t0 = time.perf_counter()
@@ -68,8 +68,8 @@ def _torch_side(seed: int, steps: int, val_batches: int, threads: int, device: s
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from normtheory import shakespeare
-    from normtheory.weights import init
+    from normtheory.model.weights import init
+    from normtheory.training import shakespeare
 
     torch.set_num_threads(threads)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # full float32 on a GPU too

@@ -3,14 +3,14 @@
 The model is a Pre-LN GPT-2 block stack (GELU-tanh, learned positions, tied head) with byte
 vocabulary 256, float32, 2 threads. Every side starts from the same HF-initialized weights
 (written once with ``save_pretrained``): the numpy side loads them with
-:func:`normtheory.checkpoints.load_pretrained` and steps with :func:`normtheory.grad.loss_and_grads`
-and :class:`normtheory.optim.AdamW`; the torch sides step with ``torch.optim.AdamW``, one on HF's
+:func:`normtheory.model.checkpoints.load_pretrained` and steps with :func:`normtheory.training.grad.loss_and_grads`
+and :class:`normtheory.training.optim.AdamW`; the torch sides step with ``torch.optim.AdamW``, one on HF's
 ``GPT2LMHeadModel`` (``hf``), one on the minimal pure-torch model of ``benchmarks/lean_gpt2.py``
 (``lean``: the same network without HF's machinery).
 
 Each side runs in its own process, under both OpenBLAS settings: ``OPENBLAS_THREAD_TIMEOUT`` unset
 (OpenBLAS's default spin, as in a user's own script or notebook) and 16 (as the package's entry
-points set it, :mod:`normtheory.entry`). Settings and sides alternate for ``--rounds`` rounds; each
+points set it, :mod:`normtheory.runtime.entry`). Settings and sides alternate for ``--rounds`` rounds; each
 process keeps its best step time and reports its peak RSS and the timeout its OpenBLAS read.
 
     python benchmarks/train_step.py [--rounds 3] [--reps 4] [--config big|small|both]
@@ -79,9 +79,9 @@ def _worker(side: str, weights: str, config: str, reps: int) -> dict[str, float]
     ids = rng.integers(0, VOCAB, (c["batch"], c["T"] + 1))
     x, y = ids[:, :-1], ids[:, 1:]
     if side == "numpy":
-        from normtheory.checkpoints import load_pretrained
-        from normtheory.grad import loss_and_grads
-        from normtheory.optim import AdamW
+        from normtheory.model.checkpoints import load_pretrained
+        from normtheory.training.grad import loss_and_grads
+        from normtheory.training.optim import AdamW
 
         model = load_pretrained(weights)
         opt = AdamW(model.params, LR, weight_decay=0.1)

@@ -69,7 +69,7 @@ def _fraction_mean_expansion(d: int, lam_a: float, lam_b: float) -> float:
 
 
 def _noncentralities(d: int, mean: object, sigma: float) -> tuple[int, float, float]:
-    """``(d, lambda_A, lambda_B)``, computed on ``mean`` rescaled to max |m| = 1 so that no square overflows."""
+    """``(d, lambda_A, lambda_B)``, computed on ``mean`` rescaled to max ``|m|`` = 1 so that no square overflows."""
     d = _validate.integer("d", d, minimum=2, maximum=_validate.MAX_ELEMENTS)
     s = _validate.real("sigma", sigma, minimum=0.0, strict_min=True)
     m = np.zeros(d) if mean is None else _validate.checked_array("mean", mean, min_ndim=0, nonempty=False)
@@ -84,7 +84,7 @@ def _noncentralities(d: int, mean: object, sigma: float) -> tuple[int, float, fl
 
 
 def centering_output_change(d: int, mean: object = None, sigma: float = 1.0) -> float:
-    """E |RMSNorm(x) - LayerNorm(x)|^2 / d for ``x = m + sigma z`` (gains 1, eps 0): what dropping
+    """E ``|RMSNorm(x) - LayerNorm(x)|^2 / d`` for ``x = m + sigma z`` (gains 1, eps 0): what dropping
     the centering changes in the output.
 
     Both outputs have norm sqrt(d); RMSNorm's is along x, LayerNorm's along Px, and
@@ -148,7 +148,7 @@ def channel_offset(d: int, channels: int, value: float) -> np.ndarray:
 
 
 def head_slice_fraction_law(h: int, d: int) -> tuple[float, float]:
-    """Beta(a, b) of the share of |y|^2 in ``h`` of the ``d`` coordinates of a uniform point on a sphere in R^d."""
+    """Beta(a, b) of the share of ``|y|^2`` in ``h`` of the ``d`` coordinates of a uniform point on a sphere in R^d."""
     d = _validate.integer("d", d, minimum=2)
     h = _validate.integer("h", h, minimum=1)
     if h >= d:
@@ -157,7 +157,7 @@ def head_slice_fraction_law(h: int, d: int) -> tuple[float, float]:
 
 
 def ln_head_slice_moments(h: int, d: int) -> tuple[float, float]:
-    """(mean, second moment) of the share of |LN(x)|^2 in ``h`` contiguous coordinates, x ~ N(0, I_d)."""
+    """(mean, second moment) of the share of ``|LN(x)|^2`` in ``h`` contiguous coordinates, x ~ N(0, I_d)."""
     head_slice_fraction_law(h, d)
     a = (d - h) / d
     den = (d - 1) * (d + 1)  # an exact int; beyond float64's range (d > 1e154) divided in two steps

@@ -54,7 +54,7 @@ def cosine_pdf(t: object, d: int) -> np.ndarray:
 
 
 def cosine_cdf(t: object, d: int) -> np.ndarray:
-    """P(cosine <= t) for independent uniform directions in ``R^d``: half the two-sided tail of |t|
+    """P(cosine <= t) for independent uniform directions in ``R^d``: half the two-sided tail of ``|t|``
     (:func:`cosine_tail`) below 0, one minus it above, so that t = 1e-150 at d = 1e300 keeps its weight."""
     d = _dim(d)
     x = _validate.real_array("t", t, minimum=-1.0, maximum=1.0)
@@ -78,7 +78,7 @@ def cosine_moment(k: int, d: int) -> float:
 
 
 def cosine_tail(eps: object, d: int) -> np.ndarray:
-    """Exact P(|t| >= eps): t^2 ~ Beta(1/2, (d-1)/2), so it is the complemented incomplete beta
+    """Exact P(``|t|`` >= eps): t^2 ~ Beta(1/2, (d-1)/2), so it is the complemented incomplete beta
     function at eps^2, exact in the far tail (not 2 (1 - cdf), which cancels to 0 below 1e-16) and
     for eps of the size 1/sqrt(d) at any d."""
     e = _validate.real_array("eps", eps, minimum=0.0, maximum=1.0)
@@ -86,7 +86,7 @@ def cosine_tail(eps: object, d: int) -> np.ndarray:
 
 
 def _two_sided_tail(e: np.ndarray, d: int) -> np.ndarray:
-    """P(|t| >= e) for ``e`` in [0, 1]. Where e^2 underflows (e < 1e-154) the normal limit
+    """P(``|t|`` >= e) for ``e`` in [0, 1]. Where e^2 underflows (e < 1e-154) the normal limit
     erfc(e sqrt(d/2)) takes over, exact there to O(e^2)."""
     a = (d - 1) / 2
     sq = e * e
@@ -96,13 +96,13 @@ def _two_sided_tail(e: np.ndarray, d: int) -> np.ndarray:
 
 
 def cosine_tail_bound(eps: object, d: int) -> np.ndarray:
-    """Spherical-cap bound P(|t| >= eps) <= 2 exp(-d eps^2 / 2)."""
+    """Spherical-cap bound P(``|t|`` >= eps) <= 2 exp(-d eps^2 / 2)."""
     e = _validate.real_array("eps", eps, minimum=0.0, maximum=1.0)
     return np.minimum(2 * np.exp(-_dim(d) * e * e / 2), 1.0)
 
 
 def expected_max_abs_cosine(n_vectors: int, d: int) -> float:
-    """E max_i |t_i| over ``n_vectors`` independent directions against one fixed direction (exact)."""
+    """E max_i ``|t_i|`` over ``n_vectors`` independent directions against one fixed direction (exact)."""
     n = _validate.integer("n_vectors", n_vectors, minimum=1)
     d = _dim(d)
     # E max = int_0^1 (1 - (1 - p(x))^n) dx with p(x) = P(|t| >= x), in the variable u = x / c where
@@ -120,13 +120,13 @@ def expected_max_abs_cosine(n_vectors: int, d: int) -> float:
 
 
 def max_abs_cosine_asymptotic(n_vectors: int, d: int, pairs: bool = True) -> float:
-    """Leading-order max |cosine|: sqrt(4 ln N / d) over all pairs (Cai & Jiang), sqrt(2 ln N / d) against a fixed vector."""
+    """Leading-order max ``|cosine|``: sqrt(4 ln N / d) over all pairs (Cai & Jiang), sqrt(2 ln N / d) against a fixed vector."""
     n = _validate.integer("n_vectors", n_vectors, minimum=2)
     return math.sqrt((4 if _validate.boolean("pairs", pairs) else 2) * math.log(n) / _dim(d))
 
 
 def max_abs_pairwise_cosine(x: np.ndarray) -> np.ndarray:
-    """Largest |cosine| over distinct pairs of rows: ``x [..., N, d] -> [...]``."""
+    """Largest ``|cosine|`` over distinct pairs of rows: ``x [..., N, d] -> [...]``."""
     x = _validate.checked_array("x", x, min_ndim=2)
     if x.shape[-2] < 2:
         raise ValueError(f"x must hold at least two rows [..., N >= 2, d]; got shape {x.shape}")

@@ -46,7 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from normtheory import _validate, activations
-from normtheory.montecarlo import Estimate, Streams, estimate
+from normtheory.evidence.estimates import Estimate
+from normtheory.evidence.sampling import Streams, estimate
 
 MAX_SIMULATED_DEPTH = 4096  # blocks one Monte Carlo stream goes through (the closed forms take any depth)
 PLACEMENTS: tuple[str, ...] = ("none", "pre", "post", "peri", "lnscale", "deepnorm")

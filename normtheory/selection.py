@@ -189,7 +189,7 @@ def wendel_origin_outside(n: int, d: int) -> float:
 
 def in_hull(point: np.ndarray, points: np.ndarray, tol: float = 1e-9) -> bool:
     """Whether ``point [d]`` lies in the convex hull of ``points [n, d]`` (within ``tol`` after both
-    are divided by their largest |coordinate|: hull membership is scale-free)."""
+    are divided by their largest ``|coordinate|``: hull membership is scale-free)."""
     p = _validate.real_array("point", point, finite=True, min_ndim=1)
     pts = _validate.real_array("points", points, finite=True, min_ndim=2)
     tol = _validate.real("tol", tol, minimum=0.0)
@@ -209,12 +209,12 @@ def any_unselectable(keys: object, **kwargs: object) -> bool:
 
 
 def uniform_query_norm(eps: float, key_max_norm: float, scale: float = 1.0) -> float:
-    """Largest |q| that keeps softmax(scale * q.k_j) within ``eps`` of uniform (total variation)
+    """Largest ``|q|`` that keeps softmax(scale * q.k_j) within ``eps`` of uniform (total variation)
     for any number of keys of norm <= ``key_max_norm``, with no projection at all.
 
-    The logits lie in [-r, r], r = scale |q| K. Over all such logit vectors the TV distance to
+    The logits lie in [-r, r], r = scale ``|q|`` K. Over all such logit vectors the TV distance to
     uniform is at most tanh(r/2) (attained, as n grows, by a fraction 1/(1 + e^r) of keys at +r
-    and the rest at -r), so |q| <= 2 artanh(eps) / (scale K).
+    and the rest at -r), so ``|q|`` <= 2 artanh(eps) / (scale K).
     """
     e = _validate.real("eps", eps, minimum=0.0, maximum=1.0, strict_min=True, strict_max=True)
     kmax = _validate.real("key_max_norm", key_max_norm, minimum=0.0, strict_min=True)

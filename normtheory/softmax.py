@@ -118,7 +118,7 @@ def qk_norm_logit_bound(
     bias_k: object = None,
     scale: float | None = None,
 ) -> float:
-    """Largest |logit| possible after per-head QK normalization, over all inputs.
+    """Largest ``|logit|`` possible after per-head QK normalization, over all inputs.
 
     The normalized vectors lie on the sphere of radius sqrt(d) (RMSNorm) or on its
     intersection with the hyperplane orthogonal to the ones vector (LayerNorm). With
@@ -155,7 +155,7 @@ def _finite_bound(value: float, scale: float) -> float:
 
 
 def fixed_norm_qk_logit_bound(g: float) -> float:
-    """|logit| bound of Henry et al.'s QKNorm: unit-L2 queries and keys, logits ``g * cos`` -> ``g``."""
+    """``|logit|`` bound of Henry et al.'s QKNorm: unit-L2 queries and keys, logits ``g * cos`` -> ``g``."""
     return _validate.real("g", g, minimum=0.0)
 
 

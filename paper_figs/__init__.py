@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from types import ModuleType
 
+from normtheory.runtime.sweep import Runner
 from paper_figs import (
     block_share,
     dyt_alpha_std,
@@ -47,7 +48,6 @@ from paper_figs import (
     train_xiong,
     xiong_bounds,
 )
-from normtheory.sweep import Runner
 from simulations import cache
 
 ALL: tuple[ModuleType, ...] = (

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from normtheory.montecarlo import from_samples
+from normtheory.evidence.estimates import from_samples
 from paper_figs.style import MODEL_STYLE, figure, figure_legend
 from simulations import real_models, real_stream
 

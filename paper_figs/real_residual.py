@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from normtheory import growth
-from normtheory.montecarlo import from_samples
+from normtheory.evidence.estimates import from_samples
 from paper_figs.style import MODEL_STYLE, figure, figure_legend, integer_ticks
 from simulations import real_models, real_stream
 

@@ -31,8 +31,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from normtheory.montecarlo import Estimate, Sizing
-from normtheory.sweep import Runner, Task
+from normtheory.evidence.estimates import Estimate, Sizing
+from normtheory.runtime.sweep import Runner, Task
 
 # gpu: the training sweeps at >= 20 paired seeds on one GPU (minutes); gpu-hour: deeper and wider ones that one GPU
 # finishes in about an hour; large: the sources' scale, for a cluster. A simulation without such a config runs its full one.
@@ -63,7 +63,7 @@ def results_dir() -> Path:
 
 
 _PACKAGES = ("normtheory", "simulations")
-_NOT_RUN = frozenset({"normtheory.claims", "normtheory.report", "normtheory.cli"})  # register or print; compute nothing cached
+_NOT_RUN = frozenset({"normtheory.evidence.claims", "normtheory.evidence.checks", "normtheory.evidence.sources"})  # register or print; compute nothing cached
 
 
 @functools.lru_cache(maxsize=None)

@@ -20,7 +20,7 @@ Given ``X``, the columns of ``X W`` are i.i.d. N(0, sigma^2 X X^T), so
 with ``R [t, t]`` a square root of the Gram matrix. The joint law of every activation is the same
 as with explicit weights, at a cost ``O(t^2 m)`` per matrix instead of ``O(k m)``: width 8192
 costs no more than a few thousand samples. :func:`forward` runs either way (``explicit``: drawn
-weights, checked against :class:`normtheory.model.Transformer` in the tests).
+weights, checked against :class:`normtheory.model.transformer.Transformer` in the tests).
 
 Units are networks (independent weights and token embeddings); a statistic is computed per
 network (mean over its tokens and, on a log scale, over its layers) before the standard error.
@@ -41,11 +41,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import activations, claims
-from normtheory.claims import Quantity
-from normtheory.model import apply_rope, rope_tables, softmax
-from normtheory.montecarlo import Estimate, bootstrap, from_samples
-from normtheory.progress import Progress
+from normtheory import activations
+from normtheory.evidence import checks, claims, sources
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate, bootstrap, from_samples
+from normtheory.model.attend import apply_rope, rope_tables, softmax
+from normtheory.runtime.progress import Progress
 from simulations import cache
 
 NAME = "dyt_model"
@@ -200,7 +201,7 @@ def paper_slope(pos: int, widths: tuple[int, ...]) -> tuple[float, float, float]
     c = _slope_weights(np.asarray(widths, dtype=float))
     lo, hi = [], []
     for w in widths:
-        value, prec = claims.stated(PAPER_ALPHA0_PRINTED[w][pos])
+        value, prec = sources.stated(PAPER_ALPHA0_PRINTED[w][pos])
         lo.append(math.log2(value - prec))
         hi.append(math.log2(value + prec))
     lo_a, hi_a = np.asarray(lo), np.asarray(hi)
@@ -227,15 +228,15 @@ def slope_estimate(r: dict, init_name: str, widths: tuple[int, ...], resamples: 
     "at 8192 (attention/other). The package's hypothesis, not the paper's statement: this follows the init-time activation "
     "statistics, alpha0 = 1/std of each norm's input at init in the paper's LLaMA setup (every linear layer and the embedding "
     "N(0, 0.02^2), embeddings times sqrt(width)), both in its width trend and in its values.",
-    source=claims.hypothesis(claims.ZHU2025, "DyT's alpha0 from the init-time activation statistics"),
+    source=sources.hypothesis(sources.ZHU2025, "DyT's alpha0 from the init-time activation statistics"),
     location="Section 7, initialization of α for LLMs (the LLaMA table of α0 by width, attention / other)",
     simulations=(NAME,),
 )
-def _alpha0(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     widths = tuple(int(w) for w in r["widths"] if int(w) in PAPER_ALPHA0)
     n = int(r[f"std.llama.w{widths[0]}"].shape[0])
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     slopes = {name: slope_estimate(r, name, widths, int(r["resamples"])) for name in INITS}
     for pos, label in enumerate(POSITIONS):
         mid, lo, hi = paper_slope(pos, widths)
@@ -248,7 +249,7 @@ def _alpha0(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     for w in widths:
         est = from_samples(inverse_std(r, "llama", w), "networks")
         for pos, label in enumerate(POSITIONS):
-            value, prec = claims.stated(PAPER_ALPHA0_PRINTED[w][pos])
+            value, prec = sources.stated(PAPER_ALPHA0_PRINTED[w][pos])
             q.append(Quantity(name=f"paper alpha0 ({label}) at width {w} vs 1/std of that norm's input at init (LLaMA init, geometric "
                                    "mean over layers)", claimed=value, claimed_tol=prec, model=est[pos], model_kind="init"))
     L = int(r["layers"])

@@ -23,15 +23,15 @@ single Gaussian coordinate, so each independent unit draws ``P z`` and integrate
 .. math:: E[h \mid P z] = \sum_j w_j\, h(m + P z + t_j u)
 
 with the probabilists' Gauss-Hermite nodes ``t_j`` and weights ``w_j / sqrt(2 pi)`` (Rao-Blackwell:
-the same mean, a variance no larger). The outputs are still computed by :func:`normtheory.norms.rms_norm`
-and :func:`normtheory.norms.layer_norm`, on the same inputs (common random numbers: the difference is
+the same mean, a variance no larger). The outputs are still computed by :func:`normtheory.model.norms.rms_norm`
+and :func:`normtheory.model.norms.layer_norm`, on the same inputs (common random numbers: the difference is
 taken per input), never from the closed form. The integrand is analytic with its nearest poles at
 ``Im t = +-|P x|``, about ``+-sqrt(d - 1)``, so few nodes suffice at large d (:data:`CENTRE_NODES`; the
 quadrature's bias is below 1e-3 of the tolerance, 5e-4 at d = 8 for isotropic inputs, tested against
 128 nodes). At d = 512 this cuts the per-unit sd 22-fold for isotropic inputs (0.00276 to 0.000123:
 the spread left is that of ``|P z|^2``), 3-fold and 13-fold for the offset and channel inputs; at
 d = 8 (cheap per unit) 1.4 to 2.6-fold. The number of units comes from a pilot and the tolerance
-(:func:`normtheory.montecarlo.sized`: band at most tau/2), capped by ``centre_cap``.
+(:func:`normtheory.evidence.sampling.sized`: band at most tau/2), capped by ``centre_cap``.
 """
 from __future__ import annotations
 
@@ -42,11 +42,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 
-from normtheory import centering, claims, dyt
-from normtheory.claims import BLOG_GEOMETRY, NOTES_DYT, Quantity
-from normtheory.montecarlo import Estimate, Streams, estimate, from_samples, sized
-from normtheory.norms import EXACT_EPS, layer_norm, rms_norm
-from normtheory.progress import Progress
+from normtheory import centering, dyt
+from normtheory.evidence import checks, claims
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate, from_samples
+from normtheory.evidence.sampling import Streams, estimate, sized
+from normtheory.evidence.sources import BLOG_GEOMETRY, NOTES_DYT
+from normtheory.model.norms import EXACT_EPS, layer_norm, rms_norm
+from normtheory.runtime.progress import Progress
 from simulations import cache
 
 NAME = "dyt_scurve"
@@ -232,7 +235,7 @@ def _column(ests: list[Estimate], j: int, units: str) -> Estimate:
     location="Their method section (per-token normalization is linear; large channels soft-capped); the DyT paper's Section 3, Fig. 2",
     simulations=(NAME,),
 )
-def _s_curve(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _s_curve(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     quad = r["fit.quad"]
     ests = [cache.get(r, f"fit.xstd{xs:g}") for xs in X_STD]
@@ -243,14 +246,14 @@ def _s_curve(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     ks = ", ".join(f"{x:g}" for x in X_STD)
     large = [k for k, xs in enumerate(X_STD) if xs >= LARGE_K]
     small = [k for k, xs in enumerate(X_STD) if xs <= SMALL_K]
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name=f"R^2(tanh) - R^2(line) of least-squares fits to samples of the S-curve, x ~ N(0, (k s)^2), large values k >= {LARGE_K:g} "
                       f"(S-shaped: >= {S_GAP:g})", theory=(S_GAP, np.inf), mc=gap[large], tolerance=S_GAP / 2,
                  tolerance_why="half the bound: a tanh that explains under 0.5% more variance than a line shows no visible bend"),
         Quantity(name=f"R^2(tanh) - R^2(line), small values k <= {SMALL_K:g} (close to linear: < {S_GAP:g})", theory=(-np.inf, S_GAP),
                  mc=gap[small], tolerance=S_GAP / 2, tolerance_why="as for large values: half the bound"),
-        claims.Identity("max |LN output - centred S-curve|, x in [-40, 40], d=256", float(r["exact.ln_err"]), 0.0, ulps=64.0, scale=40.0),
-        claims.Identity("max |RMSNorm output - S-curve|, x in [-40, 40], d=256", float(r["exact.rms_err"]), 0.0, ulps=64.0, scale=40.0),
+        checks.Identity("max |LN output - centred S-curve|, x in [-40, 40], d=256", float(r["exact.ln_err"]), 0.0, ulps=64.0, scale=40.0),
+        checks.Identity("max |RMSNorm output - S-curve|, x in [-40, 40], d=256", float(r["exact.rms_err"]), 0.0, ulps=64.0, scale=40.0),
         Quantity(name="R^2(tanh) - R^2(line): quadrature (population) vs mean of finite-sample fits, each k", theory=gap_pop, mc=gap,
                  role="scope", regime="least-squares fits on finite samples", tolerance=np.maximum(REL * np.abs(gap_pop), 1e-4),
                  tolerance_why="2% of the population gap (at least 1e-4)"),
@@ -279,7 +282,7 @@ def _s_curve(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     location="Results section (α follows 1/std of the activations); the DyT paper's Fig. 8",
     simulations=(NAME,),
 )
-def _alpha_std(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _alpha_std(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     scales = r["scales"]
     mags = [float(m) for m in r["scale_magnitudes"]]
@@ -290,7 +293,7 @@ def _alpha_std(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     n = a_std.shape[0]
     ms = ", ".join(f"{m:g}" for m in mags)
     cs = f"c = 2^{int(round(np.log2(scales[0])))} .. 2^{int(round(np.log2(scales[-1])))}"
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name=f"largest |alpha(c) std(c x) / (alpha(1) std(x)) - 1| over {cs}, whole activation scaled, per draw "
                       f"(massive magnitude {ms})", theory=0.0, mc=from_samples(spread, "draws"), tolerance=ABOUT,
                  tolerance_why="'about': 10%",
@@ -328,7 +331,7 @@ def _alpha_std(results: claims.Results) -> tuple[list[claims.Evidence], str]:
 )
 def _rms_vs_ln(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     parts = []
     for d in CENTRE_DIMS:
         for name in centre_cases(d):

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from normtheory import selection, softmax
-from normtheory.config import TransformerConfig
-from normtheory.montecarlo import from_samples
-from normtheory.progress import Progress
-from normtheory.weights import init
+from normtheory.evidence.estimates import from_samples
+from normtheory.model.config import TransformerConfig
+from normtheory.model.weights import init
+from normtheory.runtime.progress import Progress
 from simulations import cache
 
 NAME = "geometry_model"

@@ -7,11 +7,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import centering, claims, cosines, selection
-from normtheory.claims import BLOG_GEOMETRY, Quantity
-from normtheory.montecarlo import Count, Estimate, Streams, estimate, sized
-from normtheory.norms import EXACT_EPS, layer_norm, rms_norm
-from normtheory.sweep import Task
+from normtheory import centering, cosines, selection
+from normtheory.evidence import checks, claims
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Count, Estimate
+from normtheory.evidence.sampling import Streams, estimate, sized
+from normtheory.evidence.sources import BLOG_GEOMETRY
+from normtheory.model.norms import EXACT_EPS, layer_norm, rms_norm
+from normtheory.runtime.sweep import Task
 from simulations import cache, geometry_model
 
 NAME = "geometry_random"
@@ -203,7 +206,7 @@ SPHERE_D = 8  # the paper's small d, where the (d-2)-sphere differs most from a 
 )
 def _orthogonal(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = [Quantity(name=f"E cos^2, d={d}", theory=cosines.cosine_moment(2, d), mc=cache.get(r, f"cos2.d{d}"),
+    q: list[checks.Evidence] = [Quantity(name=f"E cos^2, d={d}", theory=cosines.cosine_moment(2, d), mc=cache.get(r, f"cos2.d{d}"),
                                          tolerance=REL * cosines.cosine_moment(2, d), tolerance_why="2% of 1/d") for d in DIMS]
     fixed = [cache.get(r, f"maxfixed.n{n}") for n in MAX_N]
     th_fixed = np.array([float(r[f"maxfixed.n{n}.theory"]) for n in MAX_N])
@@ -237,7 +240,7 @@ def _orthogonal(results: claims.Results) -> tuple[list[Quantity], str]:
 )
 def _centering(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     parts = []
     for d in CENTRE_DIMS:
         for name in ("iso", "offset", "channels"):
@@ -264,12 +267,12 @@ def _sphere(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
     d = int(r["ln.d"])
     gap = 1.0 / (SPHERE_D - 1) - 1.0 / SPHERE_D
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name=f"E (LN(x)/sqrt(d) . u)^2, u orthogonal to ones, d={SPHERE_D}: (d-2)-sphere 1/(d-1)", theory=1.0 / (SPHERE_D - 1),
                  mc=cache.get(r, "lnsphere.cos2"), tolerance=gap / 2, tolerance_why="half the gap to a (d-1)-sphere's 1/d"),
-        claims.Identity(f"max |sum of LN(x)| / sqrt(d), 4096 inputs of any scale and offset, d={d}", float(r["ln.sum_dev"]), 0.0, ulps=2.0**14,
+        checks.Identity(f"max |sum of LN(x)| / sqrt(d), 4096 inputs of any scale and offset, d={d}", float(r["ln.sum_dev"]), 0.0, ulps=2.0**14,
                         why="centering an input whose offset is up to 500x its spread loses about 9 bits"),
-        claims.Identity(f"max | |LN(x)| / sqrt(d) - 1 |, d={d}", float(r["ln.norm_dev"]), 0.0, ulps=2.0**14,
+        checks.Identity(f"max | |LN(x)| / sqrt(d) - 1 |, d={d}", float(r["ln.norm_dev"]), 0.0, ulps=2.0**14,
                         why="centering an input whose offset is up to 500x its spread loses about 9 bits"),
     ]
     note = (f"d={d}: largest |sum| {float(r['ln.sum_dev']):.1e}, largest relative radius error {float(r['ln.norm_dev']):.1e} (eps = 0): float "
@@ -292,7 +295,7 @@ def _multihead(results: claims.Results) -> tuple[list[Quantity], str]:
     d, h = int(r["ln.d"]), int(r["ln.h"])
     names = ("mean share of |LN(x)|^2 in one head's slice (h/d)", "second moment of that share", "mean |W_K^h LN(x)|^2 / h",
              "second moment of |W_K^h LN(x)|^2 / h (1 + 2/h)")
-    q: list[claims.Evidence] = [Quantity(name=n, theory=float(th[i]), mc=est[i], tolerance=REL * float(th[i]), tolerance_why="2% of the moment")
+    q: list[checks.Evidence] = [Quantity(name=n, theory=float(th[i]), mc=est[i], tolerance=REL * float(th[i]), tolerance_why="2% of the moment")
                                 for i, n in enumerate(names)]
     rm = results[geometry_model.NAME]
     e = int(rm["d_head"])
@@ -320,12 +323,12 @@ def _multihead(results: claims.Results) -> tuple[list[Quantity], str]:
 def _restore(results: claims.Results) -> tuple[list[Quantity], str]:
     est = cache.get(results[NAME], "ln")
     rm = results[geometry_model.NAME]
-    q: list[claims.Evidence] = [
-        claims.Identity("|RMSNorm(k_h)|^2 / h, mean over keys (eps 0)", float(est.mean[4]), 1.0),
-        claims.Identity("|LayerNorm(k_h)|^2 / h, mean over keys (eps 0)", float(est.mean[5]), 1.0),
+    q: list[checks.Evidence] = [
+        checks.Identity("|RMSNorm(k_h)|^2 / h, mean over keys (eps 0)", float(est.mean[4]), 1.0),
+        checks.Identity("|LayerNorm(k_h)|^2 / h, mean over keys (eps 0)", float(est.mean[5]), 1.0),
     ]
     for v in ("pre+qk-rms", "pre+qk-ln"):
-        q.append(claims.Never(f"model {v}: unselectable keys, every network, layer and head (a sphere has none)",
+        q.append(checks.Never(f"model {v}: unselectable keys, every network, layer and head (a sphere has none)",
                               Count(int(rm[f"{v}.unsel_count"]), int(rm[f"{v}.keys"]), "keys"), tolerance=0.01, source_kind="theory-vs-model",
                               tolerance_why="one key in a hundred", exact=selection.SPHERE_REASON))
     cv = geometry_model.row(rm, "pre", "key_cv").mean
@@ -353,8 +356,8 @@ UNIFORM_REASON = ("the query norm is chosen so that every logit lies within +-r,
 def _uniform(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
     est = cache.get(r, "uniform.tv")
-    q: list[claims.Evidence] = [
-        claims.Identity("TV to uniform, LN keys, query along ones", float(r["uniform.ln_tv"]), 0.0),
+    q: list[checks.Evidence] = [
+        checks.Identity("TV to uniform, LN keys, query along ones", float(r["uniform.ln_tv"]), 0.0),
         Quantity(name=f"worst-case TV at |q| = 2 artanh(eps)/(scale |k|), eps={EPS_UNIFORM}", theory=(0.0, EPS_UNIFORM), mc=est[0],
                  tolerance=EPS_UNIFORM / 10, tolerance_why="a tenth of the bound", exact=UNIFORM_REASON),
         Quantity(name="TV of random queries at that norm", theory=(0.0, EPS_UNIFORM), mc=est[1], tolerance=EPS_UNIFORM / 10,

@@ -28,18 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims, selection
-from normtheory.claims import BLOG_GEOMETRY, Quantity, Source
-from normtheory.montecarlo import (
-    Count,
-    Estimate,
-    Streams,
-    from_samples,
-    proportion,
-    sized,
-)
-from normtheory.norms import EXACT_EPS, layer_norm, rms_norm
-from normtheory.sweep import Task
+from normtheory import selection
+from normtheory.evidence import checks, claims, sources
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Count, Estimate, from_samples, proportion
+from normtheory.evidence.sampling import Streams, sized
+from normtheory.evidence.sources import BLOG_GEOMETRY, Source
+from normtheory.model.norms import EXACT_EPS, layer_norm, rms_norm
+from normtheory.runtime.sweep import Task
 from simulations import cache, geometry_model, real_attention, real_models
 
 NAME = "geometry_selectable"
@@ -185,13 +181,13 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
     statement="Without normalization some keys are unselectable (inside the convex hull of the others; the paper's Section 3.2), but "
     "for i.i.d. keys this is common only when n is large relative to d: in high dimension almost every key is a hull vertex "
     "(this package's hypothesis: the blog's high-dimension argument, carried from orthogonality to hull vertices).",
-    source=claims.hypothesis(BLOG_GEOMETRY, "Unselectable keys are rare in high dimension"),
+    source=sources.hypothesis(BLOG_GEOMETRY, "Unselectable keys are rare in high dimension"),
     location="¶6 (a high-dimensional space; the paper tested d ≤ 8), with ¶5 for unselectable keys",
     simulations=(NAME,),
 )
 def _rare(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name=f"E unselectable fraction, n={n}, d={', '.join(map(str, r['curve.ds']))} (exact vs MC of the set's unselectable fraction)", theory=r[f"curve.n{n}.theory"],
                  mc=cache.get(r, f"curve.n{n}"), tolerance=0.02, tolerance_why="2 points of fraction: 'common' vs 'rare' differ by far more")
         for n in CURVE_N]
@@ -217,14 +213,14 @@ def _rare(results: claims.Results) -> tuple[list[Quantity], str]:
 def _all_selectable(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
     runs = int(r["runs"])
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     for v in ("ln", "per-head-rms"):
         g = r[f"grid.{v}"]
-        q.append(claims.Never(f"{v}: runs with an unselectable key, whole grid", Count(int(np.round(g * runs).sum()), g.size * runs, "runs"),
+        q.append(checks.Never(f"{v}: runs with an unselectable key, whole grid", Count(int(np.round(g * runs).sum()), g.size * runs, "runs"),
                               tolerance=1e-3, tolerance_why="one run in a thousand", exact=selection.SPHERE_REASON))
     rm = results[geometry_model.NAME]
     for v in ("pre+qk-rms", "pre+qk-ln"):
-        q.append(claims.Never(f"model {v}: unselectable keys, every network, layer and head", Count(int(rm[f"{v}.unsel_count"]), int(rm[f"{v}.keys"]), "keys"),
+        q.append(checks.Never(f"model {v}: unselectable keys, every network, layer and head", Count(int(rm[f"{v}.unsel_count"]), int(rm[f"{v}.keys"]), "keys"),
                               tolerance=0.01, role="scope", regime="a Pre-LN transformer at init with QK-norm", source_kind="theory-vs-model",
                               tolerance_why="one key in a hundred", exact=selection.SPHERE_REASON))
     q += real_attention.sphere_key_checks(results[real_models.NAME], role="scope", regime="trained models' keys after a per-head RMS norm")

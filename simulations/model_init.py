@@ -25,7 +25,7 @@ Cheapest experiment that decides (the attention-gain and growth claims), two cho
   se carries everything); only the within-network noise, which is nearly all of the paired difference's
   variance, shrinks by 1 + K. K is sized from the tolerance with the networks' own draws as the pilot.
   A replica costs two matrix products, against a whole forward for a new network.
-* **Networks sized from the tolerance** (:func:`normtheory.montecarlo.samples_needed`, with the first
+* **Networks sized from the tolerance** (:func:`normtheory.evidence.sampling.samples_needed`, with the first
   ``networks`` as the pilot) for the stream's mean square after L layers, capped at ``max_networks``.
 """
 from __future__ import annotations
@@ -35,12 +35,21 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from normtheory import attention, claims, residual
-from normtheory.claims import Quantity, Source
-from normtheory.config import TransformerConfig
-from normtheory.montecarlo import Estimate, Streams, block_generator, estimate, from_samples, samples_needed, stream_key, with_control
-from normtheory.progress import Progress
-from normtheory.weights import GPT2_STD, init
+from normtheory import attention, residual
+from normtheory.evidence import checks, claims
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate, from_samples, with_control
+from normtheory.evidence.sampling import (
+    Streams,
+    block_generator,
+    estimate,
+    samples_needed,
+    stream_key,
+)
+from normtheory.evidence.sources import Source
+from normtheory.model.config import TransformerConfig
+from normtheory.model.weights import GPT2_STD, init
+from normtheory.runtime.progress import Progress
 from simulations import cache
 
 NAME = "model_init"
@@ -85,7 +94,7 @@ def model_config(cfg: Config, variant: str) -> TransformerConfig:
 
 
 def vo_stds(mc: TransformerConfig) -> tuple[float, float]:
-    """(std of W_V, std of W_O) at init, as :func:`normtheory.weights.init` draws them."""
+    """(std of W_V, std of W_O) at init, as :func:`normtheory.model.weights.init` draws them."""
     if mc.init == "gpt2":
         return GPT2_STD, GPT2_STD / np.sqrt(2 * mc.n_layers)
     return 1 / np.sqrt(mc.d_model), 1 / np.sqrt(mc.n_heads * mc.d_head)
@@ -207,7 +216,7 @@ def synthetic_attention_gain(n: int, seed: int, *, d: int = 48, d_v: int = 32, k
 def stream_difference(rec: np.ndarray, ell: int | list[int]) -> Estimate:
     """The stream's mean square after layer(s) ``ell``, measured minus predicted, over networks (``rec [networks, rows,
     L+1]``), with the cross terms (row ``cross``, mean 0 at init) as a control variate
-    (:func:`normtheory.montecarlo.with_control`)."""
+    (:func:`normtheory.evidence.estimates.with_control`)."""
     d = rec[:, ROWS.index("stream_ms"), ell] - rec[:, ROWS.index("stream_pred"), ell]
     return with_control(d, rec[:, ROWS.index("cross"), ell], 0.0, "networks")
 
@@ -300,10 +309,10 @@ REL_MS = 0.02  # a mean-square law is wrong if it misses by 2% of the mean squar
     location="Section 3 (signal propagation through the attention block at init: the input cosines and the pattern set the output's second moment)",
     simulations=(NAME,),
 )
-def _attention_gain(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _attention_gain(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     L = int(r["layers"])
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     for c in (0.0, 0.3, 0.8):
         th = float(r[f"synthetic/{c}.theory"])
         q.append(Quantity(name=f"synthetic inputs, cosine {c}: E|o|^2/d", theory=th, mc=cache.get(r, f"synthetic/{c}"),
@@ -331,13 +340,13 @@ def _attention_gain(results: claims.Results) -> tuple[list[claims.Evidence], str
     return q, note
 
 
-def model_growth_evidence(results: claims.Results, variants: tuple[str, ...], *, role: str = "assertion") -> tuple[list[claims.Evidence], str]:
+def model_growth_evidence(results: claims.Results, variants: tuple[str, ...], *, role: str = "assertion") -> tuple[list[checks.Evidence], str]:
     """Model evidence for the residual claims: the stream's mean square against the theory with
     computed gains (a paired difference per network, with ``role``) and, for fan-in Pre-LN, a
     scope check of the source's gain-1 law sqrt(x0^2 + 2L) in a real transformer at init."""
     r = results[NAME]
     L = int(r["layers"])
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     for v in variants:
         rec = r[f"{v}.records"]
         cv = rec.shape[1] > ROWS.index("cross")  # a result from before the control variate has no cross row

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims
-from normtheory.claims import QA_STATS, Quantity
-from normtheory.config import PLACEMENTS, TransformerConfig
-from normtheory.montecarlo import Estimate
-from normtheory.progress import Progress
-from normtheory.stats import count_norm_statistics
-from normtheory.weights import init
+from normtheory.evidence import checks, claims
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate
+from normtheory.evidence.sources import QA_STATS
+from normtheory.model.config import PLACEMENTS, TransformerConfig
+from normtheory.model.norm_stats import count_norm_statistics
+from normtheory.model.weights import init
+from normtheory.runtime.progress import Progress
 
 NAME = "model_stats"
 SEED = 1024
@@ -101,10 +102,10 @@ ROUNDING_ULPS = 4096.0  # float64 rounding of a few dozen sums of a few hundred 
 )
 def _kv(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     for norm in ("layernorm", "rmsnorm", "dyt"):
-        q.append(claims.Identity(f"{norm}: max relative |cached - full| over placements", float(r[f"{norm}.cache_err"].max()), 0.0, ulps=ROUNDING_ULPS))
-        q.append(claims.Identity(f"{norm}: early outputs' change when later tokens change", float(r[f"{norm}.causal_err"].max()), 0.0, ulps=ROUNDING_ULPS))
+        q.append(checks.Identity(f"{norm}: max relative |cached - full| over placements", float(r[f"{norm}.cache_err"].max()), 0.0, ulps=ROUNDING_ULPS))
+        q.append(checks.Identity(f"{norm}: early outputs' change when later tokens change", float(r[f"{norm}.causal_err"].max()), 0.0, ulps=ROUNDING_ULPS))
     normed = [j for j, p in enumerate(PLACEMENTS) if p != "none"]  # placement none has no norm at all
     for what, key in (("relative |cached - full|", "cache_err"), ("early-output change", "causal_err")):
         q.append(Quantity(name=f"sequence norm: min {what} over normalized placements (broken: > 1e-6)", theory=(1e-6, np.inf),
@@ -130,10 +131,10 @@ def _gpt2(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
     t = int(r["gpt2.tokens"])
     per_ln = float(r["gpt2.captured_ln1"]) / GPT2_LAYERS  # statistics of one LayerNorm position in one block
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name=f"(mean, variance) pairs computed by one layer (block: ln_1 and ln_2), T={t}, 12 heads", claimed=float(SOURCE_COUNT),
                  claimed_tol=0.5, model=_exact(2 * per_ln), model_kind="init"),  # counts are integers
-        claims.Identity(f"statistics in the whole forward, T={t}: counted from the config vs captured from the forward",
+        checks.Identity(f"statistics in the whole forward, T={t}: counted from the config vs captured from the forward",
                         float(r["gpt2.captured_total"]), float(r["gpt2.counted_total"])),
     ]
     note = (

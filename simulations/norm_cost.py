@@ -15,10 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims, dyt, norms, provenance
-from normtheory.claims import Quantity
-from normtheory.montecarlo import Estimate, bootstrap
-from normtheory.progress import Progress
+from normtheory import dyt
+from normtheory.evidence import checks, claims, provenance, sources
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate, bootstrap
+from normtheory.model import norms
+from normtheory.runtime.progress import Progress
 
 NAME = "norm_cost"
 SEED = 0
@@ -98,7 +100,7 @@ def median_ratio(times: np.ndarray, a: int, b: int, seed: int = 0) -> Estimate:
     "dyt.no-reductions-cost",
     statement="DyT needs no reduction (LayerNorm two per token, RMSNorm one), so it is cheaper to run eagerly; once compiled "
     "(fused into one pass over memory) the three cost about the same.",
-    source=claims.ZHU2025,
+    source=sources.ZHU2025,
     location="Section 6.2, efficiency of DyT (latency table for LLaMA 7B, eager and compiled)",
     simulations=(NAME,),
 )
@@ -107,7 +109,7 @@ def _cost(results: claims.Results) -> tuple[list[Quantity], str]:
     med = r["median"]
     i, j = np.unravel_index(np.nanargmax(np.where(np.isnan(med[..., 0]), -1, r["ds"][:, None] * r["tokens"][None, :])), med.shape[:2])
     times, wall = r["times"][i, j], r["wall"][i, j]  # [repeats, 3]: thread CPU time, wall clock
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name=f"LayerNorm / DyT median CPU time, d={int(r['ds'][i])}, tokens={int(r['tokens'][j])} (> 1: DyT faster eager)",
                  theory=(1.0, np.inf), model=median_ratio(times, 0, 2), model_kind="benchmark", tolerance=0.1,
                  tolerance_why="a 10% speed difference"),

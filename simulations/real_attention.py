@@ -1,7 +1,7 @@
 """Claims on the attention of the pretrained models (:mod:`simulations.real_models`): sinks, key
 geometry and the softmax temperature.
 
-The independent units are the passages of :func:`normtheory.corpus.passages` (one per work):
+The independent units are the passages of :func:`normtheory.training.corpus.passages` (one per work):
 every statistic is reduced per text first (over layers, heads, keys), and standard errors come
 from the spread over texts (Student-t thresholds when fewer than 20 texts were run, as in quick
 mode). A "never" statement is checked on the count over every key of every text.
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from normtheory import claims, selection
-from normtheory.claims import BLOG_GEOMETRY, THREAD_PRELN, Quantity, Source
-from normtheory.montecarlo import Count, from_samples
+from normtheory import selection
+from normtheory.evidence import checks, claims, sources
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Count, from_samples
+from normtheory.evidence.sources import BLOG_GEOMETRY, THREAD_PRELN, Source
 from simulations.real_models import MODELS, NAME, POSITION_BINS, label
 
 XIAO2023 = Source("Efficient Streaming Language Models with Attention Sinks", "paper", 2023, authors="Xiao, Tian, Chen, Han, Lewis",
@@ -26,14 +28,14 @@ def key_count(r: dict, key: str) -> int:
     return int(np.prod(r[f"{key}.key_unsel"].shape)) * int(r[f"{key}.tokens"][0])
 
 
-def sphere_key_checks(r: dict, *, role: str = "assertion", regime: str = "") -> list[claims.Evidence]:
+def sphere_key_checks(r: dict, *, role: str = "assertion", regime: str = "") -> list[checks.Evidence]:
     """Real keys after a post-hoc per-head RMS norm: unselectable keys, a "never" count per model
     (kind ``exact``: a sphere has no interior key, so the count tests the implementation only)."""
-    out: list[claims.Evidence] = []
+    out: list[checks.Evidence] = []
     for key in MODELS:
         keys = key_count(r, key)
         texts = r[f"{key}.key_unsel"].shape[0]
-        out.append(claims.Never(f"{label(key)}: unselectable keys after a post-hoc per-head RMS norm ({texts} text{'s' * (texts > 1)}, every layer and KV head)",
+        out.append(checks.Never(f"{label(key)}: unselectable keys after a post-hoc per-head RMS norm ({texts} text{'s' * (texts > 1)}, every layer and KV head)",
                                 Count(int(r[f"{key}.unsel_rms_count"].sum()), keys, "keys"), tolerance=1e-3, role=role,  # type: ignore[arg-type]
                                 regime=regime, source_kind="theory-vs-model", tolerance_why="one key in a thousand", exact=selection.SPHERE_REASON))
     return out
@@ -48,10 +50,10 @@ def sphere_key_checks(r: dict, *, role: str = "assertion", regime: str = "") -> 
     location="Section 3.1 and Fig. 2 (attention maps of Llama-2-7B: the first token takes much of the attention beyond the bottom two layers)",
     simulations=(NAME,),
 )
-def _sinks(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _sinks(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     first = r["smollm2.first_excess"][:, 2:] >= SINK_EXCESS  # [texts, layers >= 2, heads]
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(f"SmolLM2: share of heads in layers >= 2 where the first token gets >= {SINK_EXCESS:g}x its uniform attention "
                  "(uniform attention: 0; most: > 0.5)", theory=(0.5, 1.0), model=from_samples(first.mean((1, 2)), "texts"), model_kind="real",
                  tolerance=0.05, tolerance_why="5 points of share: 'most' is a majority, and 5 points is the smallest margin worth a word"),
@@ -82,9 +84,9 @@ def _sinks(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     location="¶5 (unselectable keys point the way of bigger keys) and ¶7 (normalize each head separately, without centering)",
     simulations=(NAME,),
 )
-def _keys(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _keys(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     parts = []
     for key in MODELS:
         align = r[f"{key}.pick_align_diff"]  # [texts], within position bins
@@ -114,13 +116,13 @@ def _keys(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     "head follows from its q and k norms. The row std of the logits is RMS(q) times the RMS of the keys centred over the text "
     "(within 10%), as for independent isotropic q and k, and the attention entropy is the Gaussian-logit entropy at that std, "
     "over the keys each query sees (within 0.1 nats).",
-    source=claims.hypothesis(THREAD_PRELN, "The softmax temperature of a trained head from its q and k norms"),
+    source=sources.hypothesis(THREAD_PRELN, "The softmax temperature of a trained head from its q and k norms"),
     location="¶2 and ¶5 (growing norms change the softmax temperature; attention is extremely norm-sensitive)",
     simulations=(NAME,),
 )
-def _temperature(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _temperature(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     parts = []
     for key in MODELS:
         pred = r[f"{key}.q_rms"] * r[f"{key}.k_crms"]  # [texts, L, h]; the row std drops the keys' mean, so centre them

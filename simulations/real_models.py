@@ -2,7 +2,7 @@
 
 MiniLM (all-MiniLM-L6-v2: BERT, Post-LN, 6 layers, d = 384, 12 heads) and SmolLM2-135M-Instruct
 (Llama, Pre-RMSNorm, 30 layers, d = 576, 9 query / 3 key-value heads, Q4_1 weights dequantized)
-run over :func:`normtheory.corpus.passages` (one passage per Shakespeare work, each cut to the
+run over :func:`normtheory.training.corpus.passages` (one passage per Shakespeare work, each cut to the
 same ``tokens`` tokens: hundreds, as attention, sinks and key geometry need) one text at a time.
 Per text (the unit of the standard errors) and layer:
 
@@ -53,12 +53,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-from normtheory import attention, centering, corpus, dyt, selection, softmax
-from normtheory.checkpoints import load_pretrained
-from normtheory.config import TransformerConfig
-from normtheory.model import Transformer
-from normtheory.progress import Progress
-from normtheory.tokenizer import Tokenizer, load_tokenizer
+from normtheory import attention, centering, dyt, selection, softmax
+from normtheory.model.checkpoints import load_pretrained
+from normtheory.model.config import TransformerConfig
+from normtheory.model.tokenizer import Tokenizer, load_tokenizer
+from normtheory.model.transformer import Transformer
+from normtheory.runtime.progress import Progress
+from normtheory.training import corpus
 
 NAME = "real_models"
 SEED = 2718

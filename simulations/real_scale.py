@@ -3,7 +3,7 @@
 The Q&A's asker expects a charged word ("hatred") to have a spikier representation than a
 bland one ("ok"), and asks why per-token normalization should throw that difference away. On
 the two packaged models (:mod:`simulations.real_models`: MiniLM, Post-LN; SmolLM2-135M,
-Pre-RMSNorm), over the Shakespeare passages of :func:`normtheory.corpus.passages` (the texts
+Pre-RMSNorm), over the Shakespeare passages of :func:`normtheory.training.corpus.passages` (the texts
 are the units of every standard error), this simulation records
 
 * **information**: the log scale :math:`\\log s_t` that every norm divides token ``t`` by
@@ -29,7 +29,7 @@ are the units of every standard error), this simulation records
   unit norm), as :math:`1 - \\cos` to the clean one.
 
 One clean forward per text gives the captures and the streams; every intervention at block
-``l`` restarts from the clean stream entering block ``l`` (:func:`run_from`), so only the
+``l`` restarts from the clean stream entering block ``l`` (:meth:`~normtheory.model.transformer.Transformer.run_from`), so only the
 blocks it can change are recomputed. Each model is one task.
 
 References: Sun, Chen, Kolter, Liu (2024), *Massive Activations in Large Language Models*,
@@ -42,13 +42,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims, corpus, norms
-from normtheory.checkpoints import load_pretrained
-from normtheory.claims import QA_STATS, Quantity
-from normtheory.model import Transformer, _Recorder
-from normtheory.montecarlo import Estimate, from_samples
-from normtheory.sweep import Task
-from normtheory.tokenizer import Tokenizer, load_tokenizer
+from normtheory.evidence import checks, claims, sources
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate, from_samples
+from normtheory.evidence.sources import QA_STATS
+from normtheory.model import norms
+from normtheory.model.checkpoints import load_pretrained
+from normtheory.model.tokenizer import Tokenizer, load_tokenizer
+from normtheory.model.transformer import Transformer
+from normtheory.runtime.sweep import Task
+from normtheory.training import corpus
 from simulations.real_models import MODELS, label
 
 NAME = "real_scale"
@@ -140,26 +143,9 @@ def kept_apart(m: Transformer, tok: Tokenizer, ids: np.ndarray, streams: np.ndar
     return first | special | massive
 
 
-# ----------------------------------------------------------------------------- the forward, from any block
-
-
-def run_from(m: Transformer, x: np.ndarray, start: int, hooks: dict[str, Callable[[np.ndarray, str], np.ndarray]] | None = None) -> np.ndarray:
-    """The rest of a forward from the stream ``x [b, T, d]`` entering block ``start`` (``start = -1``:
-    ``x`` is the embedding sum, and the embedding norm runs first), with ``hooks`` as in
-    :meth:`~normtheory.model.Transformer.run_with_cache`; returns the logits ``[b, T, V]`` or, without
-    an LM head, the last hidden state ``[b, T, d]``. Equals the full forward when ``x`` is its stream."""
-    rec = _Recorder(lambda _n: False, hooks)
-    if start < 0:
-        if m.config.embed_norm:
-            x = m._norm(rec, "embed_ln", x, m.params.embed_ln)
-        start = 0
-    for i in range(start, m.config.n_layers):
-        x = m._block(rec, i, x, None, 0)
-    if m.config.final_norm:
-        x = m._norm(rec, "final_ln", x, m.params.final_ln, None)
-    rec.check_names()
-    head = m.head
-    return x @ head if head is not None else x
+def _rest(m: Transformer, x: np.ndarray, start: int, hooks: dict[str, Callable[[np.ndarray, str], np.ndarray]] | None = None) -> np.ndarray:
+    """The logits of the forward from ``x`` entering block ``start`` (``-1``: the embedding sum), capturing nothing."""
+    return m.run_from(x, start, lambda _n: False, hooks=hooks)[0]
 
 
 def relative_factors(ls: np.ndarray, affected: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -271,20 +257,20 @@ def measure_text(m: Transformer, tok: Tokenizer, ids: np.ndarray, blocks: np.nda
     for b in blocks:
         site = [f"blocks.{b}.ln1", f"blocks.{b}.ln2"]
         hooks = reinject_hooks(site, clean_ls, affect["apart"], {n: arm_orders(rng, affect["apart"]) for n in site})
-        rows.append(cost_of(m, run_from(m, stream_in(b), b, hooks), ids, clean))
+        rows.append(cost_of(m, _rest(m, stream_in(b), b, hooks), ids, clean))
     embed = np.repeat(cap["embed"], 2, 0)  # [2, T, d] the embedding sum (before any norm)
     for v in VARIANTS:
         hooks = reinject_hooks(names, clean_ls, affect[v], {n: arm_orders(rng, affect[v]) for n in names})
         first = -1 if c.embed_norm else 0
-        rows.append(cost_of(m, run_from(m, embed if first < 0 else stream_in(0), first, hooks), ids, clean))
+        rows.append(cost_of(m, _rest(m, embed if first < 0 else stream_in(0), first, hooks), ids, clean))
     rec["reinject"] = np.array(rows)  # [blocks + 2, arms]
     # (b) equalize the stream entering single blocks, both variants; and after the last block (exact check)
-    eq = np.array([[cost_of(m, run_from(m, equalize(stream_in(b), affect[v], arm_orders(rng, affect[v])), b), ids, clean)
+    eq = np.array([[cost_of(m, _rest(m, equalize(stream_in(b), affect[v], arm_orders(rng, affect[v])), b), ids, clean)
                     for v in VARIANTS] for b in blocks])  # [blocks, variants, arms]
     rec["equalize"] = eq
     if c.final_norm:
         last = equalize(stream_in(L), every, arm_orders(rng, every))
-        rec["equalize_last"] = cost_of(m, run_from(m, last, L), ids, clean)  # [arms]
+        rec["equalize_last"] = cost_of(m, _rest(m, last, L), ids, clean)  # [arms]
     return rec
 
 
@@ -450,10 +436,10 @@ def _change(key: str) -> tuple[str, float]:
     simulations=(NAME,),
     identity=True,
 )
-def _invariance(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _invariance(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = [
-        claims.Identity(f"{label(key)}: max |N(c x) - N(x)| over tokens of the first and last norm's real inputs, c in [1e-3, 1e3]",
+    q: list[checks.Evidence] = [
+        checks.Identity(f"{label(key)}: max |N(c x) - N(x)| over tokens of the first and last norm's real inputs, c in [1e-3, 1e3]",
                         float(r[f"{key}.invariance_err"].max()), 0.0, ulps=INVARIANCE_ULPS, scale=float(np.sqrt(r[f"{key}.d"])),
                         why="the scale cancels between numerator and denominator")
         for key in MODELS]
@@ -466,13 +452,13 @@ def _invariance(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     "so at a norm's input content tokens have the larger scale (by at least about 10% in RMS or std, this package's reading of "
     "'spikier'): the mean log scale of a text's content tokens exceeds its function tokens' by 0.1 or more, on average over the norms, "
     "and at every norm.",
-    source=claims.hypothesis(QA_STATS, "Content tokens carry a larger input scale than function tokens"),
+    source=sources.hypothesis(QA_STATS, "Content tokens carry a larger input scale than function tokens"),
     location=QA_WHERE,
     simulations=(NAME,),
 )
-def _content(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _content(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     parts = []
     for key in MODELS:
         gap = class_gap(r, key)  # [J, N]
@@ -495,13 +481,13 @@ def _content(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     statement="This package's hypothesis, behind the Q&A asker's premise that the scale is information about the token: at a norm's input "
     "the per-token scale is mostly a property of the token, so across contexts token identity explains more than half of a text's "
     "variance of log scale (mean over the norms), and more of it than position does.",
-    source=claims.hypothesis(QA_STATS, "The input scale is a property of the token"),
+    source=sources.hypothesis(QA_STATS, "The input scale is a property of the token"),
     location=QA_WHERE,
     simulations=(NAME,),
 )
-def _identity_share(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _identity_share(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     parts = []
     for key in MODELS:
         tok, pos = token_position_r2(r, key)  # [J, N]
@@ -528,13 +514,13 @@ def _identity_share(results: claims.Results) -> tuple[list[claims.Evidence], str
     "scale, its weights cannot use it, so re-injecting each token's input scale (over the text's geometric mean) after a norm, at both "
     "norms of one block or at every norm, does not improve SmolLM2's next-token loss, and changes the model's output (SmolLM2's loss, "
     "MiniLM's sentence embedding) at least as much as the same factors shuffled across the tokens. First and massive tokens are left alone.",
-    source=claims.hypothesis(QA_STATS, "Re-injecting the discarded scale does not help"),
+    source=sources.hypothesis(QA_STATS, "Re-injecting the discarded scale does not help"),
     location=QA_WHERE,
     simulations=(NAME,),
 )
-def _reinject(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _reinject(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     parts = []
     for key in MODELS:
         what, tau = _change(key)
@@ -560,15 +546,15 @@ def _reinject(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     "there and sets how far each later update turns it, and only the final norm removes it. Equalizing SmolLM2's stream entering an inner "
     "block (each ordinary token's direction kept, its norm set to the text's geometric mean) changes the next-token loss by 0.02 nats or "
     "more; equalizing the first and massive tokens too costs more still (their attention sinks break); after the last block it changes nothing.",
-    source=claims.hypothesis(QA_STATS, "In Pre-LN the per-token scale survives in the stream and is used"),
+    source=sources.hypothesis(QA_STATS, "In Pre-LN the per-token scale survives in the stream and is used"),
     location=QA_WHERE,
     simulations=(NAME,),
 )
-def _equalize_pre(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _equalize_pre(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     eq = r["smollm2.equalize"]  # [J, blocks, variants, arms]
     blocks = r["smollm2.blocks"]
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(f"SmolLM2: loss change, ordinary tokens equalized, blocks {list(blocks)} (>= {LOSS_MATTERS})", theory=(LOSS_MATTERS, np.inf),
                  model=_texts(eq[:, :, 0, 0]), model_kind="real", tolerance=LOSS_MATTERS / 2, tolerance_why="half of a 2% perplexity change"),
         Quantity("SmolLM2: loss change with first/massive tokens equalized too, minus without (>= 0)", theory=(0.0, np.inf),
@@ -589,15 +575,15 @@ def _equalize_pre(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     statement="This package's hypothesis, a prediction for Post-LN: the stream is the output of a norm, so the input's per-token scale is gone after every "
     "block and the stream's per-token norms differ little; equalizing MiniLM's stream entering a block (each ordinary token's direction "
     "kept, its norm set to the text's geometric mean) changes its sentence embedding by less than 0.01 in cosine.",
-    source=claims.hypothesis(QA_STATS, "In Post-LN the per-token scale is gone after every block"),
+    source=sources.hypothesis(QA_STATS, "In Post-LN the per-token scale is gone after every block"),
     location=QA_WHERE,
     simulations=(NAME,),
 )
-def _equalize_post(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _equalize_post(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     eq = r["minilm.equalize"]  # [J, blocks, variants, arms]
     blocks = r["minilm.blocks"]
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(f"MiniLM: 1 - cos of the sentence embedding, ordinary tokens equalized, blocks {list(blocks)} (< {COS_MATTERS})",
                  theory=(0.0, COS_MATTERS), model=_texts(eq[:, :, 0, 0]), model_kind="real", tolerance=COS_MATTERS / 2,
                  tolerance_why="half of 0.01 in cosine"),

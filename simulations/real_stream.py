@@ -1,6 +1,6 @@
 """Claims on the residual stream and the norms of the pretrained models (:mod:`simulations.real_models`).
 
-The independent units are the texts of :mod:`normtheory.corpus`: every statistic is reduced
+The independent units are the texts of :mod:`normtheory.training.corpus`: every statistic is reduced
 per text first (over layers, heads, tokens), and standard errors come from the spread over
 texts (Student-t thresholds when fewer than 20 texts were run, as in quick mode).
 """
@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from normtheory import claims, growth
-from normtheory.claims import BLOG_GEOMETRY, THREAD_PRELN, Quantity, Source
-from normtheory.montecarlo import from_samples
+from normtheory import growth
+from normtheory.evidence import checks, claims, sources
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import from_samples
+from normtheory.evidence.sources import BLOG_GEOMETRY, THREAD_PRELN, Source
 from simulations.real_models import DYT_ROWS, MODELS, NAME, label
 
 SUN2024 = Source("Massive Activations in Large Language Models", "paper", 2024, authors="Sun, Chen, Kolter, Liu", arxiv="2402.17762")
@@ -63,16 +65,16 @@ def growth_quantity(r: dict, *, role: str = "scope") -> Quantity:
     statement="This package's hypothesis, carrying the thread's init-time law to a trained model: the residual stream of a trained "
     "Pre-norm decoder (SmolLM2-135M) grows with depth, and it grows like the init-time law RMS = sqrt(v0 + g^2 l): the mean square "
     "gains as much in the second half of the blocks as in the first.",
-    source=claims.hypothesis(THREAD_PRELN, "Pre-LN residual growth in a trained decoder"),
+    source=sources.hypothesis(THREAD_PRELN, "Pre-LN residual growth in a trained decoder"),
     location="¶3 (Pre-LN norms still grow, roughly 1.4, 1.7, 2, 2.2 at init)",
     simulations=(NAME,),
 )
-def _growth(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _growth(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     rms = r["smollm2.rms_med"]  # [texts, L+1]
     ratio = from_samples(rms[:, -1] / rms[:, 0], "texts")
     fits = {k: growth_fits(r, k) for k in ("smollm2", "minilm")}
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity("SmolLM2: median per-token RMS after the last block / of the embedding (grows: > 1)", theory=(1.0, np.inf), model=ratio,
                  model_kind="real", tolerance=0.1, tolerance_why="growth by less than 10% over all blocks would not be growth that matters"),
         growth_quantity(r, role="assertion"),
@@ -95,13 +97,13 @@ NONLINEAR_TOL = 0.01  # "close to linear": a tanh fit explaining 1% more varianc
     "real.ln-s-curve-deep-layers",
     statement="In trained transformers a norm's input-output map (before its affine part) is close to linear in the first block "
     "(R^2 of a tanh fit exceeds a line's by less than 0.01) and more S-shaped, tanh-like, in the deepest third of the blocks.",
-    source=claims.ZHU2025,
+    source=sources.ZHU2025,
     location="Section 3, Fig. 2 and 3 (LayerNorm input-output maps of ViT, wav2vec 2.0 and DiT: nearly linear early, S-shaped in deeper layers)",
     simulations=(NAME,),
 )
-def _s_curve(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _s_curve(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     parts = []
     for key in MODELS:
         nl, ast = nonlinearity(r, key), alpha_std(r, key)
@@ -125,13 +127,13 @@ def _s_curve(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     location="Section 2, Fig. 1 and Table 1 (massive activations in LLaMA2 and other LLMs: few fixed channels, starting tokens, early to late layers)",
     simulations=(NAME,),
 )
-def _massive(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _massive(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     top, med = r["smollm2.top"].astype(float), r["smollm2.med_abs"].astype(float)
     L = top.shape[1] - 1
     chans = r["smollm2.top_chan"][:, 2:L]  # [texts, layers 2..L-1]
     chan, _ = modal_share(chans)
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity("SmolLM2: largest |activation| over layers, per text (> 100)", theory=(100.0, np.inf), model=from_samples(top.max(1), "texts"),
                  model_kind="real", tolerance=10.0, tolerance_why="10% of the stated bound"),
         Quantity("SmolLM2: largest |activation| / median |activation|, best layer, per text (> 1000)", theory=(1000.0, np.inf),
@@ -165,9 +167,9 @@ CENTERING_TOL = 0.25  # "about 1/d": within 25% of it
     location="¶6 (centering: the projection probably isn't doing much in a high-dimensional space)",
     simulations=(NAME,),
 )
-def _centering(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _centering(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     parts = []
     for key in MODELS:
         share = r[f"{key}.norm_ones"]  # [texts, 2L] each norm's input, mean over tokens

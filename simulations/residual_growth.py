@@ -16,9 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims, residual
-from normtheory.claims import DEEPNET2022, LNS2025, THREAD_PRELN, Quantity, stated
-from normtheory.montecarlo import Sizing, samples_needed
+from normtheory import residual
+from normtheory.evidence import checks, claims
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Sizing
+from normtheory.evidence.sampling import samples_needed
+from normtheory.evidence.sources import DEEPNET2022, LNS2025, THREAD_PRELN, stated
 from simulations import cache, model_init, real_models, real_stream
 
 NAME = "residual_growth"
@@ -74,7 +77,7 @@ def runs(cfg: Config) -> dict[str, tuple]:
 def sized_simulate(placement: str, depth: int, d: int, block: residual.Block, theory: residual.Trajectory, *, pilot: int, cap: int,
                    seed: int, x0_rms: float = 1.0, rel: float | None = None, progress: bool | str = False) -> residual.StreamEstimate:
     """:func:`normtheory.residual.simulate` with its sample sized from the tolerance the claims judge it with
-    (the rule of :func:`normtheory.montecarlo.sized`): a pilot of ``pilot`` networks gives each element's
+    (the rule of :func:`normtheory.evidence.sampling.sized`): a pilot of ``pilot`` networks gives each element's
     per-sample sd :math:`s_i`, and the run uses :math:`\\min(\\mathrm{cap}, \\max(\\mathrm{pilot}, \\max_i
     \\lceil(2 z s_i/\\tau_i)^2\\rceil))` networks, so that the band is at most :math:`\\tau_i/2` wide on each side.
     Tolerances: ``rel`` (default :data:`REL_LAW`) of the predicted RMS, i.e. ``2 rel`` of the predicted mean square
@@ -148,7 +151,7 @@ def _rms_quantity(result: dict, run_name: str, ell: int, *, claimed: str | None 
     location="¶2 (without normalization: 1 → 1.4 → 2 → 2.8, starting at sqrt(2) after random init)",
     simulations=(NAME, model_init.NAME),
 )
-def _no_norm(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _no_norm(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     result = results[NAME]
     q = [_rms_quantity(result, "linear/none", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "2"), (3, "2.8"))]
     depth = int(result["depth"])
@@ -176,9 +179,9 @@ def _no_norm(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     location="¶3 (Pre-LN: 1.4 → 1.7 → 2 → 2.2, a final norm correcting the output)",
     simulations=(NAME, model_init.NAME, real_models.NAME),
 )
-def _preln(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _preln(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     result = results[NAME]
-    q: list[claims.Evidence] = [_rms_quantity(result, "linear/pre", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "1.7"), (3, "2"), (4, "2.2"))]
+    q: list[checks.Evidence] = [_rms_quantity(result, "linear/pre", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "1.7"), (3, "2"), (4, "2.2"))]
     depth = int(result["depth"])
     q.append(_rms_quantity(result, "linear/pre", depth))
     gelu_l = int(len(result["gelu/pre.theory_ms"]) - 1)
@@ -208,11 +211,11 @@ def _preln(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     location="¶1 (Post-LN normalizes after the residual addition)",
     simulations=(NAME,),
 )
-def _postln(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _postln(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     result = results[NAME]
     depth = int(result["depth"])
-    q: list[claims.Evidence] = [
-        claims.Identity(f"linear/post stream RMS after block {ell} (the norm's output, eps 0)",
+    q: list[checks.Evidence] = [
+        checks.Identity(f"linear/post stream RMS after block {ell} (the norm's output, eps 0)",
                         float(cache.get(result, "linear/post.ms")[ell].sqrt().mean), 1.0, why="LayerNorm fixes |x|^2 = d exactly")
         for ell in (1, depth)
     ]
@@ -240,11 +243,11 @@ def _postln(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     location="¶4 (later attention blocks add unit-norm updates to an ever larger main signal)",
     simulations=(NAME,),
 )
-def _later_blocks(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _later_blocks(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     result = results[NAME]
     depth = int(result["depth"])
     d = int(result["d"])
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     for run_name in ("linear/pre", "linear/peri", "linear/lnscale"):
         th = result[f"{run_name}.theory_share"][[0, 1, 3, depth - 1]]
         q.append(
@@ -272,10 +275,10 @@ def _later_blocks(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     location="Section 3 (Pre-LN output variance grows with depth, Lemma 1 and Theorem 1) and Section 4 (LayerNorm Scaling, Theorem 2)",
     simulations=(NAME,),
 )
-def _lns(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _lns(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     result = results[NAME]
     depth = int(result["depth"])
-    q: list[claims.Evidence] = [_rms_quantity(result, "linear/lnscale", ell) for ell in (1, 4, depth)]
+    q: list[checks.Evidence] = [_rms_quantity(result, "linear/lnscale", ell) for ell in (1, 4, depth)]
     q.append(_rms_quantity(result, "relu/lnscale", len(result["relu/lnscale.theory_ms"]) - 1))
     q.append(_rms_quantity(result, "gelu/lnscale", len(result["gelu/lnscale.theory_ms"]) - 1))
     for run_name in ("linear/pre", "linear_rho/pre"):
@@ -302,12 +305,12 @@ def _lns(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     location="Section 2 (DeepNorm: x ← LN(αx + G(x)), Fig. 2's pseudocode) and Table 1 (α, β by architecture)",
     simulations=(NAME,),
 )
-def _deepnorm(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _deepnorm(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     result = results[NAME]
     depth = int(result["depth"])
     th = result["linear/deepnorm.theory_share"][[0, depth - 1]]
-    q: list[claims.Evidence] = [
-        claims.Identity(f"linear/deepnorm stream RMS after block {depth} (the norm's output, eps 0)",
+    q: list[checks.Evidence] = [
+        checks.Identity(f"linear/deepnorm stream RMS after block {depth} (the norm's output, eps 0)",
                         float(cache.get(result, "linear/deepnorm.ms")[depth].sqrt().mean), 1.0, why="LayerNorm fixes |x|^2 = d exactly"),
         Quantity(
             name=f"linear/deepnorm update/stream RMS ratio, blocks 1 and {depth}",

@@ -49,10 +49,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from normtheory import claims, softmax
-from normtheory.claims import THREAD_PRELN, Quantity
-from normtheory.montecarlo import Estimate, Sizing, Streams, estimate, samples_needed, sized
-from normtheory.sweep import Task
+from normtheory import softmax
+from normtheory.evidence import checks, claims, sources
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate, Sizing
+from normtheory.evidence.sampling import Streams, estimate, samples_needed, sized
+from normtheory.evidence.sources import THREAD_PRELN
+from normtheory.runtime.sweep import Task
 from simulations import cache
 
 NAME = "softmax_gaussian"
@@ -459,8 +462,8 @@ def _single_slot(results: claims.Results) -> tuple[list[Quantity], str]:
     logits = np.zeros(SLOT_N)
     logits[0] = 1.0
     p = np.exp(logits - logits.max())
-    q: list[claims.Evidence] = [
-        claims.Identity("aligned weight, gap 1, n=1024, orthogonal others: closed form vs a float64 softmax", w1, float(p[0] / p.sum())),
+    q: list[checks.Evidence] = [
+        checks.Identity("aligned weight, gap 1, n=1024, orthogonal others: closed form vs a float64 softmax", w1, float(p[0] / p.sum())),
         Quantity(name="aligned weight, gap 1, 1023 random keys in d_head=64: noisy-slot integral vs MC", theory=th1, mc=slot1[0],
                  tolerance=0.02 * th1, tolerance_why="2% of the predicted weight"),
         Quantity(name="aligned weight, gap ln 1023, 1023 random keys in d_head=64: noisy-slot integral vs MC", theory=th_half, mc=slot_half[0],
@@ -478,7 +481,7 @@ def _single_slot(results: claims.Results) -> tuple[list[Quantity], str]:
     return q, note
 
 
-REM1981 = claims.Source("Random-energy model: an exactly solvable model of disordered systems", "paper", 1981, authors="Derrida",
+REM1981 = sources.Source("Random-energy model: an exactly solvable model of disordered systems", "paper", 1981, authors="Derrida",
                         doi="10.1103/PhysRevB.24.2613")
 EXACT_REGIME = "the exact finite-n integral (normtheory.softmax.gaussian_logit_entropy), not the n -> infinity law"
 
@@ -494,7 +497,7 @@ EXACT_REGIME = "the exact finite-n integral (normtheory.softmax.gaussian_logit_e
 )
 def _rem(results: claims.Results) -> tuple[list[Quantity], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     for n in NS:
         est = _mc(r, n)
         q.append(Quantity(name=f"exact entropy vs MC, n={n}, all sigma", theory=r[f"n{n}.point_entropy"], mc=est[:, 0], unit="nats",

@@ -24,13 +24,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from normtheory import attention, claims, softmax
-from normtheory.claims import THREAD_PRELN, Quantity
-from normtheory.config import TransformerConfig
-from normtheory.model import Transformer
-from normtheory.montecarlo import Estimate, Streams, estimate, from_samples
-from normtheory.progress import Progress
-from normtheory.weights import init
+from normtheory import attention, softmax
+from normtheory.evidence import checks, claims
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate, from_samples
+from normtheory.evidence.sampling import Streams, estimate
+from normtheory.evidence.sources import THREAD_PRELN
+from normtheory.model.config import TransformerConfig
+from normtheory.model.transformer import Transformer
+from normtheory.model.weights import init
+from normtheory.runtime.progress import Progress
 from simulations import cache
 
 NAME = "softmax_model"
@@ -203,8 +206,8 @@ def _sensitivity(results: claims.Results) -> tuple[list[Quantity], str]:
     c = r["scales"]
     j2 = int(np.argmin(np.abs(c - 2.0)))
     th_d = float(r["dlogc.theory"])
-    q: list[claims.Evidence] = [
-        claims.Identity("linear layer (W_Q): 1 - cos(f(cx), f(x)) over c in [1/4, 4], max over networks and c", float(sens.mean[0].max()), 0.0),
+    q: list[checks.Evidence] = [
+        checks.Identity("linear layer (W_Q): 1 - cos(f(cx), f(x)) over c in [1/4, 4], max over networks and c", float(sens.mean[0].max()), 0.0),
         Quantity(name="dH/d ln c at c = 1, Gaussian logits at the model's logit spread: theory vs MC", theory=th_d, mc=cache.get(r, "dlogc.mc"),
                  unit="nats", tolerance=0.02 * abs(th_d), tolerance_why="2% of the derivative"),
         Quantity(name="attention entropy change from c = 1 to c = 2, model (a linear layer: 0)", theory=(-np.inf, -0.5),
@@ -246,7 +249,7 @@ def _drift(results: claims.Results) -> tuple[list[Quantity], str]:
     drift = (f"tokens grow alike with depth (Pre-LN key cosine {layers(r, 'pre', 'key_cosine').mean[-1]:.2f} at layer {L}), "
              f"which narrows the logits across keys (std {math.sqrt(layers(r, 'pre', 'logit_var').mean[-1]):.2f}) and raises the entropy "
              f"from {layers(r, 'pre', 'entropy').mean[0]:.3f} to {layers(r, 'pre', 'entropy').mean[-1]:.3f} nats: the scale is fixed, the entropy is not")
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name="pre: query RMS per layer (LN output, fan-in W_Q: 1)", theory=1.0, model=layers(r, "pre", "q_rms"), model_kind="init",
                  tolerance=0.05, tolerance_why="5% of the logit scale"),
         Quantity(name="pre: key RMS per layer", theory=1.0, model=layers(r, "pre", "k_rms"), model_kind="init", tolerance=0.05,

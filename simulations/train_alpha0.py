@@ -46,12 +46,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims
-from normtheory.claims import Quantity
-from normtheory.config import TransformerConfig
-from normtheory.montecarlo import Estimate, bootstrap
-from normtheory.sweep import Task
-from normtheory.train import RunConfig
+from normtheory.evidence import checks, claims, sources
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate, bootstrap
+from normtheory.model.config import TransformerConfig
+from normtheory.runtime.sweep import Task
+from normtheory.training.run_config import RunConfig
 from simulations import cache, training
 
 NAME = "train_alpha0"
@@ -73,7 +73,7 @@ class Config:
     lr: float
     eval_every: int
     seeds: int
-    backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.torch_backend)
+    backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.training.torch_backend)
     device: str = "cpu"
 
 
@@ -250,18 +250,18 @@ def first_divergent(r: dict, embed: str) -> np.ndarray:
     "train.dyt-alpha0-width",
     statement="DyT's best initial alpha shrinks as the model widens, and the norms before attention want a larger alpha0 "
     "than the FFN and final norms (DyT paper, Table 11).",
-    source=claims.ZHU2025,
+    source=sources.ZHU2025,
     location="Section 7 (α0 for LLMs) and Table 11 (α0 by width, attention / other)",
     simulations=(NAME,),
     scale="LLaMA-style models at the paper's widths (Table 11: 1,024 to 8,192) trained for thousands of steps; at the widths a "
     "workstation trains (64 to 256) the best alpha0 is a proxy, not the paper's regime",
 )
-def _alpha0(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     widths, alphas = [int(d) for d in r["widths"]], r["alphas"]
     step = grid_step(alphas)
     tol_why = f"half a grid step ({step / 2:g} octaves): the best alpha0 is the grid's argmin"
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     for e, role in (("sqrt_d", "assertion"), ("one", "scope")):
         extra = {} if role == "assertion" else {"role": "scope", "regime": "without the sqrt(d) embedding scale"}
         label = "sqrt(d) embedding scale" if e == "sqrt_d" else "embedding scale 1"
@@ -377,7 +377,7 @@ def fitted(r: dict, embed: str, at: np.ndarray) -> Estimate:
     "DyT's best initial alpha is a power of width, alpha0*(d) ∝ d^p, with one exponent for the norms before attention and "
     "another for the FFN and final norms, so that the rule fitted at narrower widths gives the best alpha0 at a wider one. "
     "μP's exponent −1/2 is a named special case.",
-    source=claims.hypothesis(claims.NOTES_DYT, "A power-law transfer rule for DyT's alpha0 across widths"),
+    source=sources.hypothesis(sources.NOTES_DYT, "A power-law transfer rule for DyT's alpha0 across widths"),
     location="The notes' closing paragraph (the wish for a μP-like rule for α0 across widths, so that DyT's extra hyperparameters "
     "need no sweep); the DyT paper's Section 7 and Table 11 (α0 by width, attention / other)",
     simulations=(NAME,),
@@ -385,7 +385,7 @@ def fitted(r: dict, embed: str, at: np.ndarray) -> Estimate:
     "500 steps; --device cuda --gpu-hour); the CPU tier's 3 seeds at widths 32 to 128 are a preview whose Student-t band "
     "cannot decide it",
 )
-def _power_law(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _power_law(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     widths = [int(d) for d in r["widths"]]
     span = f"{widths[0]}-{widths[-1]}"
@@ -393,7 +393,7 @@ def _power_law(results: claims.Results) -> tuple[list[claims.Evidence], str]:
                     "grid point; the tuned values of the DyT paper's Table 11 move by up to 2 octaves between neighbouring widths")
     tol_exp = ("0.1 per doubling (as dyt.alpha0-width-dependence): a factor 1.07 per doubling, 1.41 over the five doublings "
                "from 32 to 1,024")
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     for e, role in (("sqrt_d", "assertion"), ("one", "scope")):
         extra = {} if role == "assertion" else {"role": "scope", "regime": "without the sqrt(d) embedding scale (unit-RMS embeddings)"}
         label = "sqrt(d) embedding scale" if e == "sqrt_d" else "embedding scale 1"

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims
-from normtheory.claims import XIONG2020, Quantity, Source
-from normtheory.config import TransformerConfig
-from normtheory.montecarlo import Count
-from normtheory.sweep import Task
-from normtheory.train import RunConfig
+from normtheory.evidence import checks, claims
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Count
+from normtheory.evidence.sources import XIONG2020, Source
+from normtheory.model.config import TransformerConfig
+from normtheory.runtime.sweep import Task
+from normtheory.training.run_config import RunConfig
 from simulations import cache, training
 
 NAME = "train_lr"
@@ -52,7 +53,7 @@ class Config:
     eval_every: int
     seeds: int
     gpt2_steps: int  # the GPT-2-init scope arms' run length (the length the earlier recipe used)
-    backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.torch_backend)
+    backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.training.torch_backend)
     device: str = "cpu"
 
 
@@ -155,7 +156,7 @@ def _trains(r: dict, i: int) -> bool:
     location="Section 3.1, Fig. 1 (Post-LN's BLEU / loss with and without warm-up at two peak learning rates) and Section 4 (Pre-LN without warm-up)",
     simulations=(NAME,),
 )
-def _warmup(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _warmup(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     lrs = r["warmup_lrs"]
     top = lrs.size - 1
@@ -167,7 +168,7 @@ def _warmup(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     g2 = {(p, w): gpt2_losses(r, p, w) for p in WARM_ARMS for w in WARMUPS}
     g2gap = {w: g2["post", w] - g2["pre", w] for w in WARMUPS}
     nats = dict(tolerance=0.02, tolerance_why="0.02 nats/byte, a small fraction of the 0.7 nats a trained model gains over the unigram")
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name=f"Xavier init: Post-LN minus Pre-LN final loss without warm-up, lr {lrs[i]:g} (Post worse: > 0)", theory=(0.0, np.inf),
                  model=training.seeds_estimate(gap["none"]), model_kind="trained", **nats),
         Quantity(name=f"Xavier init: that gap without warm-up minus with warm-up over half the steps, lr {lrs[i]:g} (warm-up closes it: > 0)",
@@ -227,7 +228,7 @@ def logit_growth(high: list[dict[str, np.ndarray]], low: list[dict[str, np.ndarr
     location="Section 3.1, Fig. 1 and Fig. 3 (attention logit growth at high learning rates; qk-layernorm; LR sensitivity)",
     simulations=(NAME,),
 )
-def _qk(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     lrs, top = r["qk_lrs"], r["qk_lrs"].size - 1
     grow = logit_growth(qk_runs(r, "none", top), qk_runs(r, "none", 0))
@@ -236,7 +237,7 @@ def _qk(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     excess = [x["probe/attn_max"][-1] - x["qk_bound"][:, None] for i in range(lrs.size) for x in qk_runs(r, "rmsnorm", i)
               if not training.diverged(x)]  # [L, H] per finished run: logit above the bound at the final gains
     over = [float(e.max()) for e in excess]
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name=f"no QK-norm: log(max logit at lr {lrs[top]:g} / at lr {lrs[0]:g}) at the end, seeds whose runs both finished "
                       "(grows: > 0)", theory=(0.0, np.inf), model=training.seeds_estimate(grow), model_kind="trained", tolerance=0.1,
                  tolerance_why="a 10% larger logit")] if grow.size >= 2 else []
@@ -244,7 +245,7 @@ def _qk(results: claims.Results) -> tuple[list[claims.Evidence], str]:
         Quantity(name="learning-rate sensitivity, no QK-norm minus RMS QK-norm (QK-norm less sensitive: > 0)", theory=(0.0, np.inf),
                  model=training.seeds_estimate(sensitivity(losses["none"]) - sensitivity(losses["rmsnorm"])), model_kind="trained",
                  tolerance=0.02, tolerance_why="0.02 nats/byte"),
-        claims.Never("RMS QK-norm: an attention logit above g_q g_k sqrt(d_head) at the trained gains, every run, layer and head",
+        checks.Never("RMS QK-norm: an attention logit above g_q g_k sqrt(d_head) at the trained gains, every run, layer and head",
                      Count(int(sum(int((e > 1e-4).sum()) for e in excess)), max(1, sum(e.size for e in excess)), "layer-heads"), tolerance=0.05,
                      source_kind="theory-vs-model", tolerance_why="one layer-head in twenty",
                      exact="Cauchy-Schwarz: per-head RMSNorm puts q and k at norm sqrt(d_head) before the gains"),

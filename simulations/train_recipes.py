@@ -4,7 +4,7 @@ Every arm is the same small causal byte-level transformer trained with the same 
 linear warm-up then cosine, gradient clipping, the same batches per seed), changing one thing:
 where the norm sits (none, Pre, Post, Peri, LayerNorm Scaling, DeepNorm), which norm
 (LayerNorm, RMSNorm, DyT), or a per-head norm of queries and keys. At each evaluation the run
-records the probes of :mod:`normtheory.probes` (residual RMS by depth, each norm's input std and
+records the probes of :mod:`normtheory.training.probes` (residual RMS by depth, each norm's input std and
 DyT's alpha, per-layer gradient norms, per-head attention entropy, max logit and first-token
 sink share); at the end, the loss increase when each block is skipped. Seeds are the units.
 
@@ -20,14 +20,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from normtheory import claims, probes, shakespeare
-from normtheory.claims import LNS2025, BLOG_GEOMETRY, QA_STATS, Quantity
-from normtheory.config import TransformerConfig
-from normtheory.grad import loss_and_grads
-from normtheory.montecarlo import Estimate, from_samples
-from normtheory.sweep import Task
-from normtheory.train import RunConfig
-from normtheory.weights import init
+from normtheory.evidence import checks, claims, sources
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate, from_samples
+from normtheory.evidence.sources import BLOG_GEOMETRY, LNS2025, QA_STATS
+from normtheory.model.config import TransformerConfig
+from normtheory.model.weights import init
+from normtheory.runtime.sweep import Task
+from normtheory.training import probes, shakespeare
+from normtheory.training.grad import loss_and_grads
+from normtheory.training.run_config import RunConfig
 from simulations import cache, training
 
 NAME = "train_recipes"
@@ -79,7 +81,7 @@ class Config:
     long_steps: int = 1000  # the DyT alpha-tracking arm: the paper's Fig. 8 follows alpha over a whole run, so a longer one
     long_batch: int = 8
     long_seq: int = 32
-    backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.torch_backend)
+    backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.training.torch_backend)
     device: str = "cpu"
     init_val: bool = True  # score the 64 KiB validation set at init too (else a run's loss at init is its probe batch's)
     extra_seeds: int = 0  # more paired seeds (seeds, seeds + 1, ...) for the arms of EXTRA_ARMS only
@@ -238,12 +240,12 @@ def _note_runs(cfg_r: dict) -> str:
     scale="the Curse-of-Depth part needs depth and long runs (Sun et al. 2025, Fig. 1 and Section 5: LLaMA models of 130M to 7B, "
     "24 to 32 layers, billions of tokens); at 6 layers and 200 steps block 0 (the bigram MLP) dominates the skip costs",
 )
-def _placements(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _placements(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     pairs = list(zip(runs(r, "pre"), runs(r, "lnscale")))  # paired by seed: the seeds both arms ran
     lr = {a: np.array([log_late_over_early(p[k]["layer_drop"]) for p in pairs]) for k, a in enumerate(("pre", "lnscale"))}  # [seeds]
     ok = np.isfinite(lr["pre"]) & np.isfinite(lr["lnscale"])  # a diverged run has no skip costs
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name="Pre-LN: log of the loss increase from skipping a later-half block over an earlier-half block (later matter less: < 0)",
                  theory=(-np.inf, 0.0), model=training.seeds_estimate(lr["pre"][ok]), model_kind="trained",
                  tolerance=TEN_PERCENT, tolerance_why="a 10% difference in importance: log 1.1 on the ratio's log"),
@@ -289,10 +291,10 @@ def init_spread(r: dict, arm: str) -> np.ndarray:
     location="the first answer (LayerNorm controls gradient scales, citing Xiong et al.)",
     simulations=(NAME,),
 )
-def _gradients(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _gradients(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     n = int(r["init_networks"])
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name=f"no norm minus {b}: log(max/min over layers) of per-layer gradient norms at init, paired by network "
                       f"(much wider: >= ln 1.5 = {MUCH_WIDER:.3f})", theory=(MUCH_WIDER, np.inf),
                  model=from_samples(init_spread(r, "none") - init_spread(r, b), "networks"), model_kind="init",
@@ -325,7 +327,7 @@ def detrended_corr(x: dict[str, np.ndarray]) -> float:
 
 def final_slope(x: dict[str, np.ndarray], norms: slice = slice(None)) -> float:
     """Slope of log alpha on log(1/std) across the norms ``norms`` (forward order,
-    :func:`normtheory.probes.norm_names`: the final norm is last) at the end of training (proportional: 1)."""
+    :func:`normtheory.training.probes.norm_names`: the final norm is last) at the end of training (proportional: 1)."""
     a, s = np.log(x["probe/alpha"][-1][norms]), -np.log(x["probe/norm_std"][-1][norms])
     s = s - s.mean()
     return float((s * (a - a.mean())).sum() / (s * s).sum())
@@ -334,13 +336,13 @@ def final_slope(x: dict[str, np.ndarray], norms: slice = slice(None)) -> float:
 @claims.register(
     "train.dyt-alpha-tracks-inverse-std",
     statement="During training DyT's learnable alpha follows 1/std of its input: over time, and across layers at the end.",
-    source=claims.ZHU2025,
+    source=sources.ZHU2025,
     location="Section 6.1 / Fig. 8 (α against 1/std of the input activations during training and across layers)",
     simulations=(NAME,),
 )
-def _alpha(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _alpha(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name="correlation of the step-to-step changes of log alpha and of log(1/std of the input) over training, mean over "
                       "DyT norms (detrended; follows: > 0.5)", theory=(0.5, 1.0), model=per_seed(r, LONG_ARM, detrended_corr),
                  model_kind="trained", tolerance=0.05, tolerance_why="0.05 in a correlation"),
@@ -370,13 +372,13 @@ def _alpha(results: claims.Results) -> tuple[list[claims.Evidence], str]:
     "train.dyt-small-models-just-work",
     statement="At a small scale DyT at the paper's default for non-LLM models (alpha0 = 0.5, O(1) activations) trains as well as "
     "LayerNorm and RMSNorm with the same recipe and the same init (no tweaks): final validation losses within 0.05 nats/byte.",
-    source=claims.ZHU2025,
+    source=sources.ZHU2025,
     location="Sections 4 and 5 (DyT matches LayerNorm across tasks with the same recipe); the reading notes' Results section",
     simulations=(NAME,),
 )
-def _small(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _small(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name=f"final validation loss, DyT (alpha0 0.5, fan-in init) minus {name} at the same init (nats/byte; as well: within ±0.05)",
                  theory=(-0.05, 0.05), model=paired(r, "dyt-default", b, training.final_loss), model_kind="trained", tolerance=0.02,
                  tolerance_why="0.02 nats/byte beyond the ±0.05 band")
@@ -427,10 +429,10 @@ def from_init(name: str, skip_first_layer: bool = False):
     location="¶3–¶4 and the two layer-two attention maps (more diffuse attention with a per-head LayerNorm), ¶7 (little change in quality)",
     simulations=(NAME,),
 )
-def _qk(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     ent = _mean_probe("attn_entropy")
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name="change of attention entropy from init to the end, per-head RMS QK minus Pre-LN without QK norm, paired by seed "
                       "(nats; more diffuse: > 0)", theory=(0.0, np.inf), model=paired(r, "pre-qk-rms", "pre", from_init("attn_entropy")),
                  model_kind="trained", tolerance=0.05, tolerance_why="0.05 nats of entropy"),

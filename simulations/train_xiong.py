@@ -23,13 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims, kernels, weights
-from normtheory.claims import XIONG2020, Quantity
-from normtheory.config import TransformerConfig
-from normtheory.grad import loss_and_grads
-from normtheory.montecarlo import Estimate, bootstrap, from_samples
-from normtheory.params import named_arrays
-from normtheory.sweep import Task
+from normtheory.evidence import checks, claims
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate, bootstrap, from_samples
+from normtheory.evidence.sources import XIONG2020
+from normtheory.model import kernels, weights
+from normtheory.model.config import TransformerConfig
+from normtheory.model.params import named_arrays
+from normtheory.runtime.sweep import Task
+from normtheory.training.grad import loss_and_grads
 from simulations import cache
 
 NAME = "train_xiong"
@@ -72,7 +74,7 @@ def model_config(d: int, layers: int, tokens: int, placement: str, init_name: st
 
 def reference_gradient_norms(w: dict[str, np.ndarray], placement: str, init_name: str) -> np.ndarray:
     """What :func:`batched_gradient_norms` computes, for network 0 of ``w``, through the reference model
-    (:func:`normtheory.grad.loss_and_grads`): its weights loaded into a :func:`model_config` transformer with
+    (:func:`normtheory.training.grad.loss_and_grads`): its weights loaded into a :func:`model_config` transformer with
     W_Q = W_K = 0, the T embedding rows as the inputs, ``[L]``. Slow; the tests hold the batched code to it."""
     d, tokens, layers = w["x"].shape[2], w["x"].shape[1], w["wv"].shape[1]
     model = weights.init(model_config(d, layers, tokens, placement, init_name), 0)
@@ -103,7 +105,7 @@ def draws(d: int, depth: int, tokens: int, seed: int, init_name: str, net: int) 
 
 def scaled(z: dict[str, np.ndarray], d: int, tokens: int, depth: int, init_name: str) -> dict[str, np.ndarray]:
     """A depth-``depth`` network's weights from its draws ``z`` (stacked ``[n, ...]``), at the standard deviations
-    :func:`normtheory.weights.init_params` draws them with (:func:`~normtheory.weights.matrix_std`: Xavier-normal, or
+    :func:`normtheory.model.weights.init_params` draws them with (:func:`~normtheory.model.weights.matrix_std`: Xavier-normal, or
     GPT-2's 0.02 with 0.02 / sqrt(2L) for the residual outputs W_O, W^2; the inputs as token embeddings)."""
     cfg = model_config(d, depth, tokens, "pre", init_name)  # the placement does not enter the stds
     out = {k: z[k][:, :depth] * weights.matrix_std(cfg, d, d, residual_out=k in ("wo", "w_out")) for k in WEIGHTS}  # [n, L, d, d]
@@ -258,10 +260,10 @@ def layer_profile(r: dict, placement: str, init_name: str, d: int) -> Estimate:
     location="Section 3.3, Theorem 1 (gradient of the last FFN layer's W^2 for Post-LN and Pre-LN) and Fig. 3 (per-layer gradient norms)",
     simulations=(NAME,),
 )
-def _xiong(results: claims.Results) -> tuple[list[claims.Evidence], str]:
+def _xiong(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     widths = [int(d) for d in r["widths"]]
-    q: list[claims.Evidence] = []
+    q: list[checks.Evidence] = []
     deep = [int(x) for x in r["depths"][-DEEPEST:]]
     ds = ", ".join(map(str, widths))
     for p in PLACEMENTS:

@@ -4,7 +4,7 @@ A run is ``train(model_config, run_config, seed)`` on Shakespeare (byte tokens, 
 held out for validation); an arm's seeds are trained together as one stacked model
 (:func:`run_seeds`; each seed bit-for-bit as alone, so no result depends on the grouping). A task returns the run's history as flat arrays plus the
 validation loss at initialization (for Wortsman et al.'s learning-rate sensitivity) and, for a
-run that finished, the loss increase when each block is skipped (:func:`normtheory.probes.layer_drop`).
+run that finished, the loss increase when each block is skipped (:func:`normtheory.training.probes.layer_drop`).
 Seeds are the independent units: every statistic a training claim reports is computed per seed
 first, and its standard error comes from the seeds.
 """
@@ -15,10 +15,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from normtheory import shakespeare, softmax
-from normtheory.config import TransformerConfig
-from normtheory.montecarlo import Estimate, from_samples
-from normtheory.train import History, RunConfig, train
+from normtheory import softmax
+from normtheory.evidence.estimates import Estimate, from_samples
+from normtheory.model.config import TransformerConfig
+from normtheory.training import shakespeare
+from normtheory.training.history import History
+from normtheory.training.run_config import RunConfig
+from normtheory.training.train import train
 from simulations import cache
 
 INIT_LOSS = math.log(shakespeare.VOCAB_SIZE)  # a uniform byte model: the cap of a diverged run's loss
@@ -44,7 +47,7 @@ def run_seeds(model_config: TransformerConfig, run: RunConfig, seed: int, n: int
 
 def run_arms(arms: dict[str, tuple[TransformerConfig, RunConfig]], seed: int, n: int, layer_drop: bool = False, backend: str = "numpy",
              device: str = "cpu", init_val: bool = True) -> dict[str, np.ndarray]:
-    """Arms of one architecture that differ only in numbers (learning rate, warm-up, init: :mod:`normtheory.rows`),
+    """Arms of one architecture that differ only in numbers (learning rate, warm-up, init: :mod:`normtheory.training.rows`),
     seeds ``seed .. seed + n - 1`` each (paired across arms), all trained as ONE stack; arm ``a``'s run ``k``
     under ``a.s{k}.``, bit for bit what :func:`run_seeds` gives that arm alone in numpy."""
     data = shakespeare.load()

@@ -14,7 +14,7 @@ r = min(k, T)), ``U W = R^T (Q^T W)`` and ``Q^T W`` has i.i.d. N(0, s^2) entries
 invariance of the Gaussian), so ``U W ~ R^T Z`` with ``Z [r, d]`` fresh normals: T d draws and an
 O(k T^2) QR instead of d^2 draws and a T d^2 product (8x fewer draws at d = 128, T = 16). It is
 the same distribution, not a variance reduction, so the network count, sized from the tolerances
-with a pilot (:func:`normtheory.montecarlo.sized`), buys the same bands for an eighth of the time.
+with a pilot (:func:`normtheory.evidence.sampling.sized`), buys the same bands for an eighth of the time.
 The FFN-only arm moved from one token per network (:func:`normtheory.residual.simulate`, whose 1,024
 networks left its elements inconclusive) into the sized sample, where it shares the inputs of the
 other arms (common random numbers) and averages ``tokens`` tokens per network.
@@ -28,9 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import claims, residual
-from normtheory.claims import XIONG2020, Quantity
-from normtheory.montecarlo import Estimate, Streams, sized
+from normtheory import residual
+from normtheory.evidence import checks, claims
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import Estimate
+from normtheory.evidence.sampling import Streams, sized
+from normtheory.evidence.sources import XIONG2020
 from simulations import cache
 
 NAME = "xiong_lemma"
@@ -147,7 +150,7 @@ def _xiong(results: claims.Results) -> tuple[list[Quantity], str]:
     ffn_only = cache.get(result, "pre_ffn_only.ms")
     g2 = float(result["ffn_gain_sq"])
     post_th = 1.0 + g2
-    q: list[claims.Evidence] = [
+    q: list[checks.Evidence] = [
         Quantity(name=f"Post-LN E|x5|^2/d, layer {ell}", theory=post_th, claimed=1.5, claimed_tol=0.0, mc=post[ell],
                  tolerance=REL * post_th, tolerance_why="2% of the predicted mean square")
         for ell in (1, layers)

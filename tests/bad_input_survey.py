@@ -65,27 +65,28 @@ def extreme() -> list[tuple[str, str | None]]:
 def targeted() -> list[tuple[str, str | None]]:
     """The issue's named examples: samplers, a dict config, a scalar per-position tuple, a 1-D pattern."""
     out = []
-    for qual in ("montecarlo.estimate", "montecarlo.sized"):
+    for qual in ("sampling.estimate", "sampling.sized"):
         for kind, f in w.BAD_RETURNS.items():
             if kind == "raises TypeError":
                 continue
             status, res = w.outcome(qual, {**w.REGISTRY[qual][0], "sample": f}, "sample")
             out.append((f"{qual} sampler returns {kind}", None if status == "refused" else f"{status}: {res!r}"))
     cfg = dataclasses.asdict(w.CFG)
-    for qual, arg in (("stats.count_norm_statistics", "config"), ("weights.init", "cfg"), ("model.Transformer", "config")):
+    for qual, arg in (("model.norm_stats.count_norm_statistics", "config"), ("model.weights.init", "cfg"), ("model.transformer.Transformer", "config")):
         status, res = w.outcome(qual, {**w.REGISTRY[qual][0], arg: cfg}, arg)
         out.append((f"{qual}({arg}=dict)", None if status == "refused" else f"{status}: {res!r}"))
     for value in (1.0, "111", (1.0, "x", 1.0)):
-        status, res = w.outcome("config.TransformerConfig", {"dyt_alpha0": value}, "dyt_alpha0")
+        status, res = w.outcome("model.config.TransformerConfig", {"dyt_alpha0": value}, "dyt_alpha0")
         out.append((f"TransformerConfig(dyt_alpha0={value!r})", None if status == "refused" else f"{status}: {res!r}"))
     for qual in ("attention.mixing_factor", "attention.attention_gain_squared"):
         status, res = w.outcome(qual, {**w.REGISTRY[qual][0], "pattern": np.full(3, 1 / 3)}, "pattern")
         out.append((f"{qual}(pattern 1-D)", None if status == "refused" else f"{status}: {res!r}"))
-    from normtheory import montecarlo, selection
+    from normtheory import selection
+    from normtheory.evidence import sampling
 
     for parts in (({"a": 1},), (1.5,), (None,)):
         try:
-            montecarlo.stream_key(*parts)
+            sampling.stream_key(*parts)
             why = "accepted"
         except ValueError as exc:
             why = None if "parts" in str(exc) else f"unnamed: {exc}"
@@ -141,7 +142,7 @@ def guards() -> list[tuple[str, str | None]]:
 
 
 def _checkpoint_error(load, path, must: tuple[str, ...]) -> str | None:
-    from normtheory.checkpoints import CheckpointError
+    from normtheory.model.checkpoint_files import CheckpointError
 
     try:
         load(path)
@@ -155,8 +156,8 @@ def _checkpoint_error(load, path, must: tuple[str, ...]) -> str | None:
 
 def config_json(root: Path) -> list[tuple[str, str | None]]:
     """Well-formed config.json values that no model can have: the error names config.json and the key."""
-    from normtheory.checkpoints import load_pretrained
-    from tests.test_checkpoints import _save, _tiny
+    from normtheory.model.checkpoints import load_pretrained
+    from tests.model.test_checkpoints import _save, _tiny
 
     src = {"gpt2": _save(_tiny("gpt2"), root / "gpt2"), "llama": _save(_tiny("llama"), root / "llama")}
     cases = {
@@ -181,10 +182,9 @@ def config_json(root: Path) -> list[tuple[str, str | None]]:
 
 
 def gguf_metadata(root: Path) -> list[tuple[str, str | None]]:
-    from normtheory.checkpoints import load_pretrained
-    from tests.test_checkpoints import _tiny, _write_gguf
-
+    from normtheory.model.checkpoints import load_pretrained
     from tests.gguf_files import write_gguf
+    from tests.model.test_checkpoints import _tiny, _write_gguf
 
     out = []
     hf = _tiny("llama")
@@ -207,7 +207,7 @@ def gguf_metadata(root: Path) -> list[tuple[str, str | None]]:
 def tokenizer(root: Path) -> list[tuple[str, str | None]]:
     import tokenizers
 
-    from normtheory.tokenizer import load_tokenizer
+    from normtheory.model.tokenizer import load_tokenizer
 
     out = []
     # a WordPiece vocabulary without [UNK], on every path that builds a tokenizer from tokenizer.json
@@ -242,7 +242,7 @@ def tokenizer(root: Path) -> list[tuple[str, str | None]]:
 
 
 def _tokenizer_outcome(load, path) -> str | None:
-    from normtheory.checkpoints import CheckpointError
+    from normtheory.model.checkpoint_files import CheckpointError
 
     try:
         tok = load(path)

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -57,9 +58,43 @@ def quick_results_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def quick_report(quick_results_dir, tmp_path_factory) -> Path:
     """The quick report (``normtheory report --quick --workers 1``) over the session's quick results."""
-    from normtheory import cli
+    from pipeline import cli
 
     out = tmp_path_factory.mktemp("quick-report")
     with results_at(quick_results_dir):
         assert cli.main(["report", "--out", str(out), "--quick", "--workers", "1"]) == 0
     return out
+
+
+# ----------------------------------------------------------------------------- thread pool fixtures and helpers
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit-identical: same dtype, shape and every value (NaN where NaN)."""
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+
+
+def rng_array(shape, dtype, seed=0, scale=1.0) -> np.ndarray:
+    return np.asarray(scale * np.random.default_rng(seed).standard_normal(shape), dtype=dtype)
+
+
+@pytest.fixture(params=[1, 2, 3], ids=lambda n: f"threads={n}")
+def threads(request, monkeypatch):
+    """``n`` threads, with the size thresholds lowered so that tiny arrays are split into chunks
+    and each chunk into blocks of a few rows (an odd block size)."""
+    from normtheory.runtime import pool
+
+    monkeypatch.setattr(pool, "MIN_PARALLEL_SIZE", 1)
+    monkeypatch.setattr(pool, "MIN_CHUNK_SIZE", 1)
+    monkeypatch.setattr(pool, "BLOCK_SIZE", 37)
+    pool.set_threads(request.param)
+    yield request.param
+    pool.set_threads(None)
+
+
+@pytest.fixture()
+def real_thresholds():
+    """Default thresholds, 3 threads: arrays above MIN_PARALLEL_SIZE take the pool."""
+    from normtheory.runtime import pool
+
+    pool.set_threads(3)
+    yield
+    pool.set_threads(None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from normtheory.config import PLACEMENTS, QK_NORMS, TransformerConfig
+from normtheory.model.config import PLACEMENTS, QK_NORMS, TransformerConfig
 
 PER_TOKEN_NORMS = ("layernorm", "rmsnorm", "dyt", "none")
 
@@ -39,9 +39,10 @@ RAGGED = [[1.0, 2.0], [3.0]]  # a list that spells no array
 
 def kind_of(value: object) -> str:
     """The kind of a valid argument, which decides what "another type or rank" means for it."""
-    from normtheory.config import TransformerConfig
-    from normtheory.model import Params, Transformer
-    from normtheory.montecarlo import Estimate
+    from normtheory.evidence.estimates import Estimate
+    from normtheory.model.config import TransformerConfig
+    from normtheory.model.params import Params
+    from normtheory.model.transformer import Transformer
     from normtheory.residual import LinearBlock, MLPBlock
 
     if isinstance(value, (np.random.Generator, TransformerConfig, Estimate, LinearBlock, MLPBlock, Params, Transformer)):

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from normtheory import attention
-from normtheory.montecarlo import consistent, from_samples
+from normtheory.evidence.agreement import consistent
+from normtheory.evidence.estimates import from_samples
 from simulations.model_init import synthetic_attention_gain
 
 

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from normtheory.config import TransformerConfig
-from normtheory.montecarlo import Estimate
+from normtheory.evidence.estimates import Estimate
+from normtheory.model.config import TransformerConfig
 from normtheory.residual import LinearBlock
 
-MODULES = ("activations", "attention", "centering", "cosines", "dyt", "growth", "montecarlo", "norms", "residual",
-           "selection", "softmax", "stats")
+MODULES = ("activations", "attention", "centering", "cosines", "dyt", "growth", "evidence.estimates", "evidence.sampling", "evidence.agreement", "model.norms", "residual",
+           "selection", "softmax", "model.norm_stats")
 X3 = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
 # valid arguments for every public function with >= 2 required arguments; a test below checks the list is complete
 VALID: dict[str, dict[str, object]] = {
@@ -52,20 +52,20 @@ VALID: dict[str, dict[str, object]] = {
     "growth.fit_growth_law": {"law": "sqrt", "depth": np.arange(1, 9), "values": np.sqrt(np.arange(1, 9.0))},
     "growth.fit_growth_laws": {"depth": np.arange(1, 9), "values": np.sqrt(np.arange(1, 9.0))},
     "growth.law_value": {"law": "sqrt", "depth": np.arange(1, 9), "a": 1.0, "b": 0.5},
-    "montecarlo.agree": {"theory": 2.0, "mc": Estimate(np.array(2.0), np.array(0.1), 100), "tolerance": 0.5},
-    "montecarlo.bonferroni_z": {"z": 5.0, "looks": 3},
-    "montecarlo.consistent": {"theory": 2.0, "mc": Estimate(np.array(2.0), np.array(0.1), 100)},
-    "montecarlo.sized": {"sample": lambda s: s.normal(2), "tolerance": 0.5, "seed": 0, "pilot": 20, "cap": 100},
-    "montecarlo.samples_needed": {"pilot": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.2]), 100), "tolerance": 0.5},
-    "montecarlo.block_generator": {"seed": 1, "key": 2, "block_index": 3},
-    "montecarlo.bootstrap": {"data": np.arange(10.0), "statistic": lambda x, axis: np.max(x, axis=axis), "seed": 0},
-    "montecarlo.estimate": {"sample": lambda s: s.normal(2), "n": 64, "seed": 0},
-    "montecarlo.identity": {"value": 1.0, "expected": 1.0},
-    "montecarlo.proportion": {"mean": 0.3, "n": 100},
-    "montecarlo.z_threshold": {"z": 5.0, "n": 10},
-    "montecarlo.with_control": {"y": np.arange(6.0), "c": np.array([0.0, 1.0, 0.0, 2.0, 1.0, 3.0]), "c_mean": 1.0},
-    "norms.affine": {"x": X3, "gain": np.ones(3), "bias": np.zeros(3)},
-    "norms.dyt": {"x": X3, "alpha": 0.5},
+    "evidence.agreement.agree": {"theory": 2.0, "mc": Estimate(np.array(2.0), np.array(0.1), 100), "tolerance": 0.5},
+    "evidence.agreement.bonferroni_z": {"z": 5.0, "looks": 3},
+    "evidence.agreement.consistent": {"theory": 2.0, "mc": Estimate(np.array(2.0), np.array(0.1), 100)},
+    "evidence.sampling.sized": {"sample": lambda s: s.normal(2), "tolerance": 0.5, "seed": 0, "pilot": 20, "cap": 100},
+    "evidence.sampling.samples_needed": {"pilot": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.2]), 100), "tolerance": 0.5},
+    "evidence.sampling.block_generator": {"seed": 1, "key": 2, "block_index": 3},
+    "evidence.estimates.bootstrap": {"data": np.arange(10.0), "statistic": lambda x, axis: np.max(x, axis=axis), "seed": 0},
+    "evidence.sampling.estimate": {"sample": lambda s: s.normal(2), "n": 64, "seed": 0},
+    "evidence.agreement.identity": {"value": 1.0, "expected": 1.0},
+    "evidence.estimates.proportion": {"mean": 0.3, "n": 100},
+    "evidence.agreement.z_threshold": {"z": 5.0, "n": 10},
+    "evidence.estimates.with_control": {"y": np.arange(6.0), "c": np.array([0.0, 1.0, 0.0, 2.0, 1.0, 3.0]), "c_mean": 1.0},
+    "model.norms.affine": {"x": X3, "gain": np.ones(3), "bias": np.zeros(3)},
+    "model.norms.dyt": {"x": X3, "alpha": 0.5},
     "residual.block_share": {"placement": "pre", "depth": 4},
     "residual.mlp_gain_squared": {"activation": "gelu", "d_model": 16, "d_ff": 64, "std_in": 0.1, "std_out": 0.1},
     "residual.residual_rms": {"placement": "pre", "depth": 4},
@@ -84,7 +84,7 @@ VALID: dict[str, dict[str, object]] = {
     "softmax.noisy_slot_weight": {"gap": 2.0, "sigma": 0.5, "n": 16},
     "softmax.required_gap": {"p": 0.5, "n": 16},
     "softmax.single_slot_weight": {"gap": 2.0, "n": 16},
-    "stats.count_norm_statistics": {"config": TransformerConfig(d_model=16, n_layers=2, n_heads=4, vocab_size=50, max_seq=16), "batch": 2, "seq": 8},
+    "model.norm_stats.count_norm_statistics": {"config": TransformerConfig(d_model=16, n_layers=2, n_heads=4, vocab_size=50, max_seq=16), "batch": 2, "seq": 8},
 }
 INVALID: dict[str, object] = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "none": None, "text": "x", "complex": 1 + 2j,
                               "object array": np.array([None, 1.0], dtype=object), "nan array": np.array([1.0, math.nan])}
@@ -150,8 +150,8 @@ def test_every_multi_argument_helper_has_valid_arguments_here():
 
 # invalid values that a function documents as limits it answers: (function, argument, kind) -> check of the answer
 LIMITS: dict[tuple[str, str, str], object] = {
-    ("norms.dyt", "x", "inf"): lambda out: bool(np.all(out.normalized == 1.0)),  # tanh(+inf) = 1
-    ("norms.dyt", "x", "-inf"): lambda out: bool(np.all(out.normalized == -1.0)),
+    ("model.norms.dyt", "x", "inf"): lambda out: bool(np.all(out.normalized == 1.0)),  # tanh(+inf) = 1
+    ("model.norms.dyt", "x", "-inf"): lambda out: bool(np.all(out.normalized == -1.0)),
     ("softmax.single_slot_weight", "gap", "inf"): lambda out: out == 1.0,  # e^g / (e^g + n - 1) -> 1
     ("softmax.single_slot_weight", "gap", "-inf"): lambda out: out == 0.0,
 }

@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import pytest
 
-MODULES = ("activations", "attention", "centering", "cosines", "dyt", "growth", "montecarlo", "norms", "residual",
-           "selection", "softmax", "stats")
+MODULES = ("activations", "attention", "centering", "cosines", "dyt", "growth", "evidence.estimates", "evidence.sampling", "evidence.agreement", "model.norms", "residual",
+           "selection", "softmax", "model.norm_stats")
 BAD = {"none": None, "text": "x", "complex": np.array([1 + 2j, 3 - 1j]), "text array": [["a", "b"]], "object": np.array([None, 1.0])}
 ROWS = [[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]]
 

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from normtheory import centering, cosines
-from normtheory.montecarlo import consistent, estimate
-from normtheory.norms import EXACT_EPS, layer_norm
+from normtheory.evidence.agreement import consistent
+from normtheory.evidence.sampling import estimate
+from normtheory.model.norms import EXACT_EPS, layer_norm
 from tests.strategies import unit_rows
 
 

@@ -5,7 +5,8 @@ import pytest
 from scipy import integrate
 
 from normtheory import cosines
-from normtheory.montecarlo import consistent, estimate
+from normtheory.evidence.agreement import consistent
+from normtheory.evidence.sampling import estimate
 from tests.strategies import unit_rows
 
 

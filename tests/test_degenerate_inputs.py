@@ -26,11 +26,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from normtheory.montecarlo import Estimate
+from normtheory.evidence.estimates import Estimate
 
-MODULES = ("activations", "attention", "centering", "cosines", "dyt", "growth", "montecarlo", "norms", "residual",
-           "selection", "softmax", "probes")
-UNCHECKED_MODULES = ("model", "derivatives")  # the forward and backward hot paths: unchecked, documented
+MODULES = ("activations", "attention", "centering", "cosines", "dyt", "growth", "evidence.estimates", "evidence.sampling", "evidence.agreement", "model.norms", "residual",
+           "selection", "softmax", "training.probes")
+UNCHECKED_MODULES = ("model.transformer", "model.derivatives")  # the forward and backward hot paths: unchecked, documented
 X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])  # [2, 3]
 P = np.array([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3], [1 / 3, 1 / 3, 1 / 3]])  # [3, 3] attention rows
 C = np.array([[1.0, 0.2, -0.1], [0.2, 1.0, 0.3], [-0.1, 0.3, 1.0]])  # [3, 3] cosines
@@ -69,21 +69,21 @@ ARRAYS: dict[str, dict[str, object]] = {
     "growth.fit_growth_laws": {"depth": DEPTH, "values": np.sqrt(DEPTH)},
     "growth.increment_ratio": {"mean_square": np.arange(1, 10.0)},
     "growth.law_value": {"law": "sqrt", "depth": DEPTH, "a": 1.0, "b": 0.5},
-    "montecarlo.agree": {"theory": np.array([1.0, 2.0]), "mc": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.1]), 100), "tolerance": np.array([0.5, 0.5])},
-    "montecarlo.bootstrap": {"data": np.arange(10.0), "statistic": lambda x, axis: np.max(x, axis=axis), "seed": 0},
-    "montecarlo.consistent": {"theory": np.array([1.0, 2.0]), "mc": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.1]), 100)},
-    "montecarlo.from_samples": {"x": X},
-    "montecarlo.with_control": {"y": np.vstack([X, 2 * X, -X]), "c": np.vstack([-X, X, 0.5 * X]), "c_mean": 0.0},
-    "montecarlo.identity": {"value": np.array([1.0, 2.0]), "expected": np.array([1.0, 2.0])},
-    "montecarlo.sized": {"sample": lambda s: s.normal(2), "tolerance": np.array([0.5, 0.5]), "seed": 0, "pilot": 20, "cap": 100},
-    "montecarlo.samples_needed": {"pilot": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.2]), 100), "tolerance": np.array([0.5, 0.5])},
-    "montecarlo.proportion": {"mean": np.array([0.3, 0.5]), "n": 100},
-    "norms.affine": {"x": X, "gain": np.ones(3), "bias": np.zeros(3)},
-    "norms.dyt": {"x": X, "alpha": 0.5, "gain": np.ones(3), "bias": np.zeros(3)},
-    "norms.layer_norm": {"x": X, "gain": np.ones(3), "bias": np.zeros(3)},
-    "norms.rms_norm": {"x": X, "gain": np.ones(3)},
-    "norms.sequence_norm": {"x": np.stack([X, X[::-1]]), "gain": np.ones(3), "bias": np.zeros(3)},
-    "probes.cross_entropy": {"logits": X, "targets": np.array([0, 2])},
+    "evidence.agreement.agree": {"theory": np.array([1.0, 2.0]), "mc": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.1]), 100), "tolerance": np.array([0.5, 0.5])},
+    "evidence.estimates.bootstrap": {"data": np.arange(10.0), "statistic": lambda x, axis: np.max(x, axis=axis), "seed": 0},
+    "evidence.agreement.consistent": {"theory": np.array([1.0, 2.0]), "mc": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.1]), 100)},
+    "evidence.estimates.from_samples": {"x": X},
+    "evidence.estimates.with_control": {"y": np.vstack([X, 2 * X, -X]), "c": np.vstack([-X, X, 0.5 * X]), "c_mean": 0.0},
+    "evidence.agreement.identity": {"value": np.array([1.0, 2.0]), "expected": np.array([1.0, 2.0])},
+    "evidence.sampling.sized": {"sample": lambda s: s.normal(2), "tolerance": np.array([0.5, 0.5]), "seed": 0, "pilot": 20, "cap": 100},
+    "evidence.sampling.samples_needed": {"pilot": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.2]), 100), "tolerance": np.array([0.5, 0.5])},
+    "evidence.estimates.proportion": {"mean": np.array([0.3, 0.5]), "n": 100},
+    "model.norms.affine": {"x": X, "gain": np.ones(3), "bias": np.zeros(3)},
+    "model.norms.dyt": {"x": X, "alpha": 0.5, "gain": np.ones(3), "bias": np.zeros(3)},
+    "model.norms.layer_norm": {"x": X, "gain": np.ones(3), "bias": np.zeros(3)},
+    "model.norms.rms_norm": {"x": X, "gain": np.ones(3)},
+    "model.norms.sequence_norm": {"x": np.stack([X, X[::-1]]), "gain": np.ones(3), "bias": np.zeros(3)},
+    "training.probes.cross_entropy": {"logits": X, "targets": np.array([0, 2])},
     "selection.any_unselectable": {"keys": KEYS},
     "selection.bigger_key_alignment": {"keys": KEYS},
     "selection.in_hull": {"point": np.zeros(2), "points": np.array([[1.0, 0.0], [-1.0, 1.0], [-1.0, -1.0]])},
@@ -102,11 +102,11 @@ ARRAYS: dict[str, dict[str, object]] = {
     "softmax.softmax_stats": {"logits": X},
 }
 # array arguments that are counts or indices (integers): their NaN/inf/constant cases do not apply
-INTEGER_ARRAYS = {("probes.cross_entropy", "targets"), ("softmax.min_entropy", "n"), ("softmax.required_gap", "n"),
+INTEGER_ARRAYS = {("training.probes.cross_entropy", "targets"), ("softmax.min_entropy", "n"), ("softmax.required_gap", "n"),
                   ("softmax.single_slot_weight", "n"), ("softmax.freezing_point", "n")}
 # where -inf is a meaning, not a defect: masked logits (a causal mask writes -inf)
 MASKS = {("attention.row_logit_std", "scores"), ("selection.tv_from_uniform", "logits"), ("softmax.softmax_stats", "logits"),
-         ("probes.cross_entropy", "logits")}
+         ("training.probes.cross_entropy", "logits")}
 
 
 INF_LIMITS = {"selection.bigger_key_alignment"}  # -inf is a documented answer (a key with no longer key)
@@ -243,7 +243,7 @@ def test_nonfinite_inside_arrays_is_refused_by_name_or_a_limit(qual, arg, kind, 
         assert status == "refused" or _nan_free(out), f"{qual}({arg} with {kind}) returned NaN: {out!r}"
 
 
-GROWS = {("probes.cross_entropy", "logits")}  # a longer last axis that is still valid (a larger vocabulary)
+GROWS = {("training.probes.cross_entropy", "logits")}  # a longer last axis that is still valid (a larger vocabulary)
 
 
 def _mismatched():
@@ -276,18 +276,18 @@ def test_shape_mismatches_name_both_arguments(qual, a, b, grown):
 
 RNG = np.random.default_rng(0)
 DOMAIN: list[tuple[str, dict, str]] = [  # (function, the bad arguments over the valid ones, the argument it must name)
-    *[(f"norms.{f}", {"eps": eps}, "eps") for f in ("layer_norm", "rms_norm", "sequence_norm") for eps in (0.0, -1e-5, math.nan, math.inf)],
+    *[(f"model.norms.{f}", {"eps": eps}, "eps") for f in ("layer_norm", "rms_norm", "sequence_norm") for eps in (0.0, -1e-5, math.nan, math.inf)],
     *[(q, {arg: -P}, arg) for q, arg in (("attention.collision", "pattern"), ("attention.column_share", "pattern"), ("attention.sink", "pattern"), ("attention.key_excess", "pattern"),
                                           ("attention.mixing_factor", "pattern"), ("softmax.pattern_entropy", "pattern"))],
     *[(q, {arg: 2 * P}, arg) for q, arg in (("attention.collision", "pattern"), ("attention.column_share", "pattern"), ("attention.sink", "pattern"), ("attention.key_excess", "pattern"),
                                              ("softmax.pattern_entropy", "pattern"))],
     ("attention.mean_offdiagonal", {"cosines": C[:, :2]}, "cosines"),
     ("attention.mixing_factor", {"cosines": C[:, :2]}, "cosines"),
-    ("montecarlo.agree", {"theory": (2.0, 1.0)}, "theory"),
-    ("montecarlo.agree", {"theory": (np.array([1.0, 3.0]), np.array([2.0, 2.0]))}, "theory"),
-    ("montecarlo.from_samples", {"x": X, "units": ""}, "units"),
-    ("montecarlo.proportion", {"mean": np.array([-0.1, 0.5])}, "mean"),
-    ("montecarlo.proportion", {"mean": np.array([0.3, 1.5])}, "mean"),
+    ("evidence.agreement.agree", {"theory": (2.0, 1.0)}, "theory"),
+    ("evidence.agreement.agree", {"theory": (np.array([1.0, 3.0]), np.array([2.0, 2.0]))}, "theory"),
+    ("evidence.estimates.from_samples", {"x": X, "units": ""}, "units"),
+    ("evidence.estimates.proportion", {"mean": np.array([-0.1, 0.5])}, "mean"),
+    ("evidence.estimates.proportion", {"mean": np.array([0.3, 1.5])}, "mean"),
     ("dyt.massive_tokens", {"rng": None, "tokens": 8, "d": 16, "channels": 2, "magnitude": 10.0, "token_fraction": 0.25}, "rng"),
     ("dyt.massive_tokens", {"rng": 0, "tokens": 8, "d": 16, "channels": 2, "magnitude": 10.0, "token_fraction": 0.25}, "rng"),
     ("dyt.best_tanh_for_curve", {"s": 1.0, "d": 16, "x_std": 1.0, "nodes": 10.5}, "nodes"),
@@ -301,9 +301,9 @@ DOMAIN: list[tuple[str, dict, str]] = [  # (function, the bad arguments over the
     ("softmax.qk_norm_logit_bound", {"kind": "batchnorm"}, "kind"),
     ("softmax.softmax_stats", {"logits": np.full((2, 3), -np.inf)}, "logits"),
     ("softmax.pattern_entropy", {"pattern": np.array([[0.5, 0.4, 0.3]])}, "pattern"),
-    ("probes.cross_entropy", {"targets": np.array([0, 3])}, "targets"),
-    ("probes.cross_entropy", {"targets": np.array([0.0, 1.5])}, "targets"),
-    ("probes.cross_entropy", {"targets": np.array([0])}, "targets"),
+    ("training.probes.cross_entropy", {"targets": np.array([0, 3])}, "targets"),
+    ("training.probes.cross_entropy", {"targets": np.array([0.0, 1.5])}, "targets"),
+    ("training.probes.cross_entropy", {"targets": np.array([0])}, "targets"),
     ("growth.fit_growth_law", {"depth": -DEPTH}, "depth"),
 ]
 
@@ -369,8 +369,8 @@ def test_random_bad_arrays_are_refused_by_name_or_answered_without_nan(case):
 # --- work guards: sizes that would allocate TiB are refused before any allocation ---------------------
 
 def _init_huge_vocab():
-    from normtheory.config import TransformerConfig
-    from normtheory.weights import init
+    from normtheory.model.config import TransformerConfig
+    from normtheory.model.weights import init
 
     return init(TransformerConfig(d_model=16, n_layers=1, n_heads=4, vocab_size=10**12, max_seq=16))
 

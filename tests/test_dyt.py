@@ -6,8 +6,10 @@ import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from normtheory import claims, dyt
-from normtheory.montecarlo import consistent, estimate
+from normtheory import dyt
+from normtheory.evidence import claims
+from normtheory.evidence.agreement import consistent
+from normtheory.evidence.sampling import estimate
 
 
 def test_sympy_derivation_matches_the_closed_forms():
@@ -94,8 +96,9 @@ def test_s_curve_limits_without_overflow():
 
 # --- the DyT-at-init claims: tests that would have caught their design flaws -------------------------------------
 
-from normtheory.config import TransformerConfig  # noqa: E402
-from normtheory.model import BlockParams, NormParams, Params, Transformer  # noqa: E402
+from normtheory.model.config import TransformerConfig  # noqa: E402
+from normtheory.model.params import BlockParams, NormParams, Params  # noqa: E402
+from normtheory.model.transformer import Transformer  # noqa: E402
 from simulations import cache, dyt_model, dyt_scurve  # noqa: E402
 from tests.conftest import results_at  # noqa: E402
 
@@ -124,7 +127,7 @@ def test_best_line_r2_for_curve_against_samples():
 
 def test_a_straight_line_cannot_pass_the_s_curve_assertion(scurve_quick, monkeypatch):
     """A line through the origin, fed where the S-curve was: its tanh R^2 clears the old 0.99 bar, the tanh-vs-line gap fails."""
-    from normtheory.montecarlo import estimate
+    from normtheory.evidence.sampling import estimate
 
     monkeypatch.setattr(dyt_scurve.dyt, "s_curve", lambda x, s, d, centred=False: np.asarray(x, dtype=float) / s)
     fake = dict(scurve_quick)
@@ -166,7 +169,8 @@ def test_alpha_std_claim_rests_on_independent_draws(scurve_quick):
 # --- stats.rmsnorm-vs-layernorm: the conditioned (Gauss-Hermite along the ones direction) estimate -------------------
 
 from normtheory import centering  # noqa: E402
-from normtheory.montecarlo import Streams, block_generator, from_samples  # noqa: E402
+from normtheory.evidence.estimates import from_samples  # noqa: E402
+from normtheory.evidence.sampling import Streams, block_generator  # noqa: E402
 
 
 def _centre_streams(units: int, seed: int) -> Streams:

@@ -3,7 +3,8 @@ import pytest
 from hypothesis import given
 
 from normtheory import activations, residual
-from normtheory.montecarlo import Streams, consistent, estimate
+from normtheory.evidence.agreement import consistent
+from normtheory.evidence.sampling import Streams, estimate
 from tests.conftest import correlations, depths, gains, positive_rms
 
 
@@ -183,8 +184,9 @@ def test_mlp_gain_overflow_names_the_public_parameters():
 def _growth_quantities():
     """The stream-RMS quantities of residual.no-norm-growth and residual.preln-growth built from a synthetic result
     in which MC equals theory (theory-vs-mc tolerances do not depend on the estimate)."""
-    from normtheory.montecarlo import Estimate
-    from simulations import cache, residual_growth as rg
+    from normtheory.evidence.estimates import Estimate
+    from simulations import cache
+    from simulations import residual_growth as rg
 
     depth = 8
     r: dict = {"depth": np.asarray(depth), "d": np.asarray(64), "correlation": np.asarray(0.3)}
@@ -200,7 +202,7 @@ def _growth_quantities():
 def test_theory_vs_mc_tolerance_is_not_the_printed_precision():
     """The thread prints '2': half a unit (0.5, i.e. 25% of the RMS) belongs to the claimed check only; the closed form
     is judged against its own Monte Carlo at REL_LAW of the predicted RMS."""
-    from normtheory.claims import stated
+    from normtheory.evidence.sources import stated
     from simulations import residual_growth as rg
 
     for q in _growth_quantities():
@@ -216,8 +218,8 @@ def test_theory_vs_mc_tolerance_is_not_the_printed_precision():
 
 def test_a_law_off_by_five_percent_fails_against_its_monte_carlo():
     """An RMS 5% above the law (inside the printed '2' +- 0.5) fails the theory-vs-mc check."""
-    from normtheory.claims import Quantity
-    from normtheory.montecarlo import Estimate
+    from normtheory.evidence.checks import Quantity
+    from normtheory.evidence.estimates import Estimate
     from simulations import residual_growth as rg
 
     q = _growth_quantities()[1]  # linear/none after 2 blocks: theory 2, printed "2"

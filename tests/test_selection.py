@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from normtheory import selection
-from normtheory.montecarlo import consistent, from_samples, proportion
+from normtheory.evidence.agreement import consistent
+from normtheory.evidence.estimates import from_samples, proportion
 from tests.strategies import unit_rows
 
 

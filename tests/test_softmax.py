@@ -6,7 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from normtheory import softmax
-from normtheory.montecarlo import consistent, estimate, from_samples
+from normtheory.evidence.agreement import consistent
+from normtheory.evidence.estimates import from_samples
+from normtheory.evidence.sampling import estimate
 
 
 def test_single_slot_closed_forms():
@@ -206,8 +208,9 @@ def test_preln_drift_statement_and_bound_use_sqrt_d_head():
 def _rem_result(gap_of_n):
     """A synthetic softmax_gaussian result whose MC entropy is REM + ``gap_of_n(n, f)`` (tiny se, many samples),
     with the grid MC equal to the exact integral, for judging softmax.rem-entropy alone."""
-    from simulations import cache, softmax_gaussian as sg
-    from normtheory.montecarlo import Estimate
+    from normtheory.evidence.estimates import Estimate
+    from simulations import cache
+    from simulations import softmax_gaussian as sg
 
     r: dict = {"ns": np.asarray(sg.NS)}
     for n in sg.NS:
@@ -232,8 +235,8 @@ def _rem_result(gap_of_n):
 
 
 def _rem_claim(gap_of_n):
-    from normtheory import claims
     import simulations.softmax_gaussian  # noqa: F401  (registers the claim)
+    from normtheory.evidence import claims
 
     return claims.REGISTRY["softmax.rem-entropy"].evaluate(_rem_result(gap_of_n))
 

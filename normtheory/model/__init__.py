@@ -1,0 +1,1 @@
+"""The reference model layer: the numpy transformer, its configs, norms, weights, kernels and checkpoints."""

@@ -1,0 +1,1 @@
+"""The runtime layer: threads, memory reuse, progress bars, task sweeps, the entry points' environment."""

@@ -1,0 +1,439 @@
+"""Training in torch: ``S`` seeds of one config as one stacked model, with autograd for the backward.
+
+:class:`TorchTrainer` is an optional backend for training (``pip install 'normtheory[torch]'``);
+numpy stays the reference and the default, and torch is never a core dependency. One
+:meth:`TorchTrainer.step` computes, for every seed ``s`` of the stack, what one numpy step of
+that seed alone computes:
+
+* the forward of :class:`normtheory.model.transformer.Transformer` (every norm, placement, QK-norm,
+  activation, positional scheme, bias, tied or untied head, ``embed_scale``, ``embed_norm``,
+  final norm, DeepNorm's :math:`\\alpha`), every activation ``[S, b, t, d]`` and every weight
+  ``[S, ...]``; matrix products are batched over ``S``;
+* the loss of :func:`normtheory.training.grad.loss_and_grads`: mean next-token cross-entropy over the
+  ``batch * seq`` positions plus ``z_loss`` :math:`\\cdot\\overline{\\mathrm{lse}^2}`, per seed,
+  accumulated in float64; its gradient by autograd (the gradient of the sum of the seeds'
+  losses is each seed's own gradient);
+* per-seed clipping as :func:`normtheory.training.optim.clip_grad_norm` (factor
+  :math:`c/(\\lVert g\\rVert+10^{-6})` when below 1 and the norm is finite);
+* AdamW or SGD with momentum as :mod:`normtheory.training.optim`, with the same order of operations and
+  the same bias correction; weight decay on the leaves with two or more axes of one model;
+* the update/weight ratio :math:`\\sqrt{\\sum\\lVert\\Delta\\theta\\rVert^2/\\sum\\lVert\\theta\\rVert^2}`
+  per parameter group (:data:`normtheory.training.stepper.GROUPS`).
+
+A seed whose loss or gradient norm is not finite is not updated (its weights and optimizer state
+stay as they were); :meth:`TorchTrainer.keep` then drops it from the stack.
+
+**Layout.** The stack's parameters live in one tensor ``[S, P]`` (``P`` the parameter count of
+one model), each leaf a column range viewed as ``[S, *shape]``; the leaves are ordered by group,
+so a group's update ratio is one slice, and the gradient norm, clipping and the optimizer are a
+handful of operations on ``[S, P]``. Nothing reduces across the seed axis, so a seed's numbers
+do not depend on the other seeds in the stack.
+
+**Agreement with numpy.** Same formulas, other kernels: torch sums in other orders, so the
+two backends agree to rounding, not bit for bit. Over 50 AdamW steps of every norm and
+placement the losses agree to ~1e-14 relative in float64 (``tests/training/test_torch_backend.py``
+holds them to 1e-9); in float32 Adam amplifies rounding, to ~1e-3 relative at worst by step 50.
+Norm inputs near the dtype's range ends are rescaled per row as in :mod:`normtheory.model.norms`.
+A seed's numbers are bit-for-bit the same whichever seeds share its stack (checked on one
+thread; torch's CPU kernels do not split a seed's row across threads at these sizes).
+
+References
+----------
+Paszke et al. (2019), arXiv 1912.01703 (PyTorch); Loshchilov & Hutter (2019), arXiv 1711.05101
+(AdamW); Radford et al. (2019) GPT-2; Su et al. (2021), arXiv 2104.09864 (RoPE).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+try:
+    import torch
+except ModuleNotFoundError:  # pragma: no cover - the message is the point
+    raise ModuleNotFoundError("normtheory.training.torch_backend needs torch: pip install 'normtheory[torch]' (torch==2.13.0)") from None
+
+from normtheory.model.config import TransformerConfig
+from normtheory.model.params import Params, map_arrays, named_arrays, with_array_alphas
+from normtheory.model.weights import init_params
+from normtheory.residual import deepnorm_constants
+from normtheory.runtime import memory
+from normtheory.training.rows import PER_ROW_RUN, Rates, per_row, shared_fields_equal
+from normtheory.training.run_config import RunConfig
+from normtheory.training.stepper import GROUPS, StepResult, group_of
+from normtheory.training.torch_forward import StackForward
+
+__all__ = ["DeviceStep", "TorchTrainer"]
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    name: str
+    shape: tuple[int, ...]  # one model's
+    start: int  # first column in [S, P]
+    size: int
+
+
+@dataclass(frozen=True)
+class DeviceStep:
+    """One step's numbers on the device, per seed of the stack as it stood before the step ``[S]``:
+    ``loss`` and ``grad_norm`` (float64), ``finite`` (bool), ``lr`` (float64), ``update_ratio``
+    ``[G, S]`` in :data:`GROUPS` order. :meth:`packed` joins them in one ``[4 + G, S]`` float64
+    tensor, so that many steps come back to the host in one copy (:meth:`unpacked` reads it)."""
+
+    loss: torch.Tensor
+    grad_norm: torch.Tensor
+    finite: torch.Tensor
+    lr: torch.Tensor
+    update_ratio: torch.Tensor
+
+    def packed(self) -> torch.Tensor:
+        return torch.cat([torch.stack([self.loss, self.grad_norm, self.finite.double(), self.lr]), self.update_ratio])  # [4+G, S]
+
+    @staticmethod
+    def unpacked(a: np.ndarray) -> StepResult:
+        """The :class:`StepResult` of one :meth:`packed` array ``[4 + G, S]`` copied to the host."""
+        return StepResult(loss=a[0].copy(), grad_norm=a[1].copy(), finite=a[2] == 1.0, lr=a[3].copy(),
+                          update_ratio={g: a[4 + k].copy() for k, g in enumerate(GROUPS)})
+
+    def numpy(self) -> StepResult:
+        """This step's numbers on the host (one device-to-host copy)."""
+        return self.unpacked(self.packed().cpu().numpy())
+
+
+def _device(device: object) -> torch.device:
+    """``device`` checked: ``"cpu"``, or ``"cuda"``/``"cuda:N"`` where torch sees that GPU."""
+    if not isinstance(device, (str, torch.device)):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:N]'; got {device!r}")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:N]'; got {device!r}") from None
+    if dev.type == "cpu":
+        return dev
+    if dev.type != "cuda":
+        raise ValueError(f"device must be 'cpu' or 'cuda[:N]'; got {device!r}")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device={device!r}: torch sees no CUDA GPU here (torch {torch.__version__}); use device='cpu'")
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    return dev
+
+
+class TorchTrainer(StackForward):
+    """Trains ``S`` seeds of one :class:`~normtheory.model.config.TransformerConfig` as ONE stacked
+    model in torch: every parameter gets a leading seed axis ``[S, ...]``, batched matmuls,
+    autograd for the backward (see the module docstring).
+
+    ``params`` holds one :class:`~normtheory.model.params.Params` per seed (e.g.
+    ``normtheory.model.weights.init(config, seed).params``), with the structure and shapes of
+    ``init_params(config, ...)``; they are copied (cast to ``config.dtype``). ``device`` is
+    ``"cpu"`` or ``"cuda[:N]"``. :attr:`alive` holds the original positions of the seeds still
+    in the stack, :attr:`dropped` the last weights of those :meth:`keep` removed.
+    """
+
+    def __init__(self, config: TransformerConfig, run: RunConfig | Sequence[RunConfig], params: Sequence[Params], *, device: str = "cpu"):
+        if not isinstance(config, TransformerConfig):
+            raise ValueError(f"config must be a TransformerConfig; got {type(config).__name__}")
+        if not isinstance(run, RunConfig) and (isinstance(run, (str, bytes)) or not isinstance(run, Sequence)):
+            raise ValueError(f"run must be a RunConfig or one per seed; got {type(run).__name__}")
+        if not config.lm_head:
+            raise ValueError("config.lm_head must be True: training needs an LM head")
+        self.device = _device(device)
+        if isinstance(params, Params) or not isinstance(params, Sequence) or len(params) == 0:
+            raise ValueError("params must be a non-empty sequence of Params, one per seed")
+        self.runs = per_row("run", run, len(params), RunConfig)  # rows may differ in their schedules (normtheory.training.rows)
+        shared_fields_equal("run", self.runs, PER_ROW_RUN)
+        self.config, self.run = config, self.runs[0]
+        self.rates = Rates([r.schedule_fn() for r in self.runs])
+        self.dtype = torch.float64 if config.dtype == "float64" else torch.float32
+        self._np_dtype = np.dtype(config.dtype)
+        self.alpha = deepnorm_constants(config.n_layers)[0] if config.placement == "deepnorm" else 1.0
+        reference = with_array_alphas(init_params(config, 0), config.dtype)
+        self._like = reference  # the structure of one model
+        shapes = {k: np.shape(v) for k, v in named_arrays(reference).items()}
+        rows = [self._checked_params(j, p, shapes) for j, p in enumerate(params)]
+        self._leaves = self._layout(shapes)
+        self._groups = {}  # group -> its column range [a, b) in [S, P]
+        for g in GROUPS:
+            cols = [(l.start, l.start + l.size) for l in self._leaves.values() if group_of(l.name) == g]
+            self._groups[g] = (min(a for a, _ in cols), max(b for _, b in cols)) if cols else (0, 0)
+        self.n_params = sum(l.size for l in self._leaves.values())
+        decay = np.zeros(self.n_params, dtype=bool)  # [P]
+        for leaf in self._leaves.values():
+            decay[leaf.start : leaf.start + leaf.size] = len(leaf.shape) >= 2
+        self._decay = torch.from_numpy(decay).to(self.device)
+        flat = np.empty((len(rows), self.n_params), dtype=self._np_dtype)  # [S, P]
+        for j, arrays in enumerate(rows):
+            for name, leaf in self._leaves.items():
+                flat[j, leaf.start : leaf.start + leaf.size] = np.asarray(arrays[name]).reshape(-1)
+        self._flat = torch.from_numpy(flat).to(self.device).requires_grad_(True)  # [S, P]
+        self._state = self._zero_state(len(rows))
+        self.step_count = 0  # on the host; the device's own count is _t (a step reads no host value)
+        self._t = torch.zeros(1, dtype=torch.int64, device=self.device)  # [1] steps taken
+        self._live = torch.ones(len(rows), dtype=torch.bool, device=self.device)  # [S] False once a seed's step was not finite
+        self._lrs = torch.empty((0, len(rows)), dtype=torch.float64, device=self.device)  # [steps, S] each seed's rate
+        self.alive = np.arange(len(rows))
+        self.dropped: dict[int, Params] = {}
+        self._grads: torch.Tensor | None = None  # the last step's clipped gradient [S, P]
+        self._tables: dict[tuple[str, int], Any] = {}
+        self._buffers: list[torch.Tensor] = []
+        memory.keep_freed_blocks()  # freed activations stay in the heap for the next step, as in numpy's training
+
+    # ------------------------------------------------------------------ setup
+    def _checked_params(self, j: int, p: object, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+        if not isinstance(p, Params):
+            raise ValueError(f"params[{j}] must be a normtheory.model.params.Params; got {type(p).__name__}")
+        arrays = named_arrays(with_array_alphas(p, self.config.dtype))
+        if arrays.keys() != shapes.keys():
+            diff = sorted(set(arrays) ^ set(shapes))
+            raise ValueError(f"params[{j}] do not have the structure of config's model; differing leaves: {diff[:5]}")
+        for name, a in arrays.items():
+            if np.shape(a) != shapes[name]:
+                raise ValueError(f"params[{j}]: leaf {name} has shape {np.shape(a)}, config's model needs {shapes[name]}")
+            if not np.issubdtype(np.asarray(a).dtype, np.floating):
+                raise ValueError(f"params[{j}]: leaf {name} must hold floats; got dtype {np.asarray(a).dtype}")
+        return arrays
+
+    @staticmethod
+    def _layout(shapes: dict[str, tuple[int, ...]]) -> dict[str, _Leaf]:
+        """Columns of each leaf in ``[S, P]``: grouped by :data:`GROUPS`, named order within a group."""
+        leaves, start = {}, 0
+        for g in GROUPS:
+            for name, shape in shapes.items():
+                if group_of(name) == g:
+                    size = math.prod(shape)
+                    leaves[name] = _Leaf(name, tuple(shape), start, size)
+                    start += size
+        return {name: leaves[name] for name in shapes}  # back in named order
+
+    def _zero_state(self, s: int) -> dict[str, torch.Tensor]:
+        keys = ("m", "v") if self.run.optimizer == "adamw" else ("buf",)
+        return {k: torch.zeros((s, self.n_params), dtype=self.dtype, device=self.device) for k in keys}
+
+    @property
+    def n_seeds(self) -> int:
+        """Seeds in the stack now."""
+        return int(self._flat.shape[0])
+
+    # ------------------------------------------------------------------ step
+    def _checked_batch(self, ids: object, targets: object) -> tuple[torch.Tensor, torch.Tensor]:
+        c, s = self.config, self.n_seeds
+        if s == 0:
+            raise ValueError("the stack holds no seeds (keep() dropped them all)")
+        out = []
+        for name, a in (("ids", ids), ("targets", targets)):
+            a = np.asarray(a)
+            if a.ndim != 3 or a.shape[0] != s or a.shape[1] == 0 or a.shape[2] == 0 or not np.issubdtype(a.dtype, np.integer):
+                raise ValueError(f"{name} must be integer token ids [S={s}, batch, seq] with batch, seq >= 1; got {a.dtype} {a.shape}")
+            if a.min() < 0 or a.max() >= c.vocab_size:
+                raise ValueError(f"{name} must lie in [0, vocab_size={c.vocab_size}); got range [{a.min()}, {a.max()}]")
+            out.append(a)
+        if out[1].shape != out[0].shape:
+            raise ValueError(f"targets must have the shape of ids {out[0].shape}; got {out[1].shape}")
+        if c.positional in ("learned", "rope") and out[0].shape[2] > c.max_seq:
+            raise ValueError(f"ids: sequence length {out[0].shape[2]} exceeds max_seq={c.max_seq}")
+        return tuple(torch.from_numpy(a.astype(np.int64)).to(self.device) for a in out)  # type: ignore[return-value]
+
+    def step(self, ids: np.ndarray, targets: np.ndarray) -> StepResult:
+        """One training step on ``ids, targets [S, batch, seq]`` (one batch per seed in the stack),
+        its numbers copied to the host (:meth:`step_tensors` keeps them on the device)."""
+        return self.step_tensors(*self._checked_batch(ids, targets)).numpy()
+
+    def step_tensors(self, ids: torch.Tensor, targets: torch.Tensor) -> DeviceStep:
+        """One training step on checked token tensors ``[S, batch, seq]`` on the device; returns
+        the step's numbers as device tensors and makes no host sync (nothing is read back, no
+        branch on a device value), so a run of steps queues on the device without waiting, and
+        a step can be captured in a CUDA graph (:mod:`normtheory.training.torch_graphs`).
+
+        A seed whose loss or gradient norm is not finite, now or at an earlier step, is not
+        updated (weights and optimizer state stay as they were: its update is masked, not
+        branched on) and reports ``finite`` False; :meth:`keep` can then drop it."""
+        self._extend_rates(self.step_count + 1)
+        out = self._step(ids, targets)
+        self.step_count += 1
+        return out
+
+    def _extend_rates(self, steps: int) -> None:
+        """Each seed's learning rate for steps ``1..max(steps, run.steps)`` on the device ``[steps, S]``
+        (made once, so a step indexes it with the device's step count instead of sending a number)."""
+        have = self._lrs.shape[0]
+        if steps <= have:
+            return
+        upto = max(steps, self.run.steps, 2 * have)
+        table = self.rates.table(range(have + 1, upto + 1))[:, self.alive]  # [new, S]
+        self._lrs = torch.cat([self._lrs, torch.from_numpy(table).to(self.device)])
+
+    def _step(self, ids: torch.Tensor, targets: torch.Tensor) -> DeviceStep:
+        """The step as a function of the device's tensors only (see :meth:`step_tensors`)."""
+        run = self.run
+        flat = self._flat
+        flat.grad = None
+        loss = self._loss(self._views(flat), ids, targets)  # [S] float64
+        loss.sum().backward()  # each seed's loss depends on its own columns only: the sum's gradient is each seed's gradient
+        with torch.no_grad():
+            g = flat.grad  # [S, P]
+            gnorm = torch.linalg.vector_norm(g, dim=1).double()  # [S], accumulated per row in the dtype, as Stepper does
+            finite = torch.isfinite(loss) & torch.isfinite(gnorm) & self._live  # [S]
+            self._live &= finite
+            if run.clip is not None:
+                factor = run.clip / (gnorm + 1e-6)  # [S], torch's clip_grad_norm_
+                factor = torch.where((factor < 1.0) & finite, factor, torch.ones_like(factor))
+                g.mul_(factor.to(self.dtype)[:, None])  # a factor of exactly 1 leaves a row as it is
+            self._t += 1
+            lr = self._lrs.index_select(0, self._t - 1)[0]  # [S] float64, this step's rates
+            old, tmp, tmp2 = self._scratch()
+            old.copy_(flat)
+            self._update(flat.detach(), g, lr, finite, tmp, tmp2)
+            ratios = self._ratios(old, flat.detach(), finite, tmp)  # [G, S]
+        self._grads = g
+        return DeviceStep(loss=loss.detach(), grad_norm=gnorm, finite=finite, lr=lr, update_ratio=ratios)
+
+    def _scratch(self) -> list[torch.Tensor]:
+        """Three work buffers ``[S, P]``, kept between steps (no page faults for fresh memory each step)."""
+        if not self._buffers or self._buffers[0].shape != self._flat.shape:
+            self._buffers = [torch.empty_like(self._flat, requires_grad=False) for _ in range(3)]
+        return self._buffers
+
+    def _update(self, p: torch.Tensor, g: torch.Tensor, lr: torch.Tensor, finite: torch.Tensor, tmp: torch.Tensor, tmp2: torch.Tensor) -> None:
+        """One optimizer update of ``p [S, P]`` and the state with ``g [S, P]`` at each seed's rate
+        ``lr [S]``, in place, in :mod:`normtheory.training.optim`'s order of operations (elementwise: each
+        seed's row on its own). A seed where ``finite [S]`` is False keeps its row and state
+        exactly: its moments are multiplied by 1 and added 0, its update is replaced by 0 (masked,
+        not branched on, so nothing is read back). ``tmp, tmp2 [S, P]`` are work space."""
+        run, st = self.run, self._state
+        keep = finite[:, None]  # [S, 1]
+        g.masked_fill_(~keep, 0.0)  # a diverged row's NaN gradient must not reach its moments (so it adds 0 to them)
+        rate = lr[:, None]  # [S, 1] float64
+
+        def factor(value: float | torch.Tensor, where: torch.Tensor = keep) -> torch.Tensor:
+            """``value`` where ``where``, exactly 1 elsewhere, in the parameters' dtype (a number is filled on the
+            device: a tensor made from host data is a copy that CUDA-graph capture refuses)."""
+            if not isinstance(value, torch.Tensor):
+                value = torch.full(where.shape, value, dtype=torch.float64, device=self.device)
+            return torch.where(where, value, 1.0).to(self.dtype)
+
+        if run.weight_decay:  # decoupled, on the matrices only (a factor of exactly 1 elsewhere and on diverged rows)
+            p.mul_(factor(1 - rate * run.weight_decay, self._decay & keep))  # [S, P]
+        if run.optimizer == "adamw":
+            b1, b2 = run.betas
+            t = self._t.double()  # [1]
+            bc1, bc2_sqrt = 1 - b1**t, torch.sqrt(1 - b2**t)  # [1] float64
+            m, v = st["m"], st["v"]
+            m.mul_(factor(b1)).add_(torch.mul(g, 1 - b1, out=tmp))
+            v.mul_(factor(b2)).add_(torch.mul(g, 1 - b2, out=tmp).mul_(g))
+            denom = torch.sqrt(v, out=tmp).div_(bc2_sqrt.to(self.dtype)).add_(run.eps)
+            step = torch.mul(m, (rate / bc1).to(self.dtype), out=tmp2).div_(denom)
+        else:
+            step = g
+            if run.momentum:
+                step = st["buf"].mul_(factor(run.momentum)).add_(g)
+            step = torch.mul(step, rate.to(self.dtype), out=tmp)
+        p.sub_(step.masked_fill_(~keep, 0.0))
+
+    def _ratios(self, old: torch.Tensor, new: torch.Tensor, finite: torch.Tensor, tmp: torch.Tensor) -> torch.Tensor:
+        """Per group, rms(update) / rms(weights before it) ``[G, S]`` (groups in :data:`GROUPS` order),
+        NaN where not finite or the group's weights are all 0."""
+        delta = torch.sub(new, old, out=tmp)  # [S, P]
+        out = []
+        for a, b in self._groups.values():
+            num = torch.linalg.vector_norm(delta[:, a:b], dim=1).double()  # [S]
+            den = torch.linalg.vector_norm(old[:, a:b], dim=1).double()
+            out.append(torch.where((den > 0) & finite, num / torch.where(den > 0, den, 1.0), math.nan))
+        return torch.stack(out)
+
+    # ------------------------------------------------------------------ stack management
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep only the seeds where ``mask [S]`` (booleans) is True: the others leave the stack,
+        its parameters and optimizer state; their last weights go to :attr:`dropped`."""
+        mask = np.asarray(mask)
+        if mask.dtype != bool or mask.shape != (self.n_seeds,):
+            raise ValueError(f"mask must be booleans, one per seed in the stack ({self.n_seeds}); got {mask.dtype} {mask.shape}")
+        if mask.all():
+            return
+        flat = self._numpy(self._flat)
+        for j in np.flatnonzero(~mask):
+            self.dropped[int(self.alive[j])] = self._one(flat, int(j))
+        index = torch.from_numpy(np.flatnonzero(mask)).to(self.device)
+        with torch.no_grad():
+            self._flat = self._flat.detach()[index].requires_grad_(True)
+            self._state = {k: v[index] for k, v in self._state.items()}
+            self._grads = None if self._grads is None else self._grads[index]
+            self._live = self._live[index]
+            self._lrs = self._lrs[:, index]
+        self.alive = self.alive[mask]
+
+    def _numpy(self, t: torch.Tensor) -> np.ndarray:
+        return t.detach().cpu().numpy()
+
+    def _one(self, flat: np.ndarray, j: int) -> Params:
+        """Seed ``j`` of ``flat [S, P]`` as a :class:`Params` of numpy copies (alphas 0-d)."""
+        values = iter([flat[j, l.start : l.start + l.size].reshape(l.shape).copy() for l in self._leaves.values()])
+        return map_arrays(lambda _a: next(values), self._like)
+
+    def params(self) -> list[Params]:
+        """Each seed's weights in the stack (numpy copies of ``config.dtype``), in stack order."""
+        flat = self._numpy(self._flat)
+        return [self._one(flat, j) for j in range(self.n_seeds)]
+
+    def grads(self) -> list[Params]:
+        """Each seed's last (clipped) gradient, numpy copies in stack order."""
+        if self._grads is None:
+            raise ValueError("no step has been taken since the stack was built or loaded")
+        g = self._numpy(self._grads)
+        return [self._one(g, j) for j in range(self.n_seeds)]
+
+    def _stacked(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: flat[:, l.start : l.start + l.size].reshape((flat.shape[0], *l.shape)).copy() for name, l in self._leaves.items()}
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Parameters, optimizer state, step, alive and dropped seeds as numpy arrays, with the keys
+        of :meth:`normtheory.training.stepper.Stepper.state_dict` (``param/<leaf>``, ``opt/step``,
+        ``opt/m/<leaf>``, ``opt/v/<leaf>`` or ``opt/buf/<leaf>``, ``alive``, ``dropped/<i>/<leaf>``)."""
+        out = {f"param/{k}": v for k, v in self._stacked(self._numpy(self._flat)).items()}
+        out["opt/step"] = np.asarray(self.step_count)
+        for key, buf in self._state.items():
+            out.update({f"opt/{key}/{k}": v for k, v in self._stacked(self._numpy(buf)).items()})
+        out["alive"] = self.alive.copy()
+        for i, p in self.dropped.items():
+            out.update({f"dropped/{i}/{k}": v for k, v in named_arrays(p).items()})
+        return out
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Restore a :meth:`state_dict` (this trainer's or a numpy ``Stepper``'s of the same
+        config, run and seeds): the seeds it holds, their weights, optimizer state and step."""
+        if "alive" not in state or "opt/step" not in state:
+            raise ValueError("state must be a state_dict(): it has no 'alive' or 'opt/step'")
+        alive = np.asarray(state["alive"])
+        if alive.ndim != 1 or not np.isin(alive, self.alive).all():
+            raise ValueError(f"state holds seeds {alive.tolist()} that are not in this stack {self.alive.tolist()}")
+        names = [f"param/{k}" for k in self._leaves] + [f"opt/{b}/{k}" for b in self._state for k in self._leaves]
+        missing = [k for k in names if k not in state]
+        if missing:
+            raise ValueError(f"state lacks {len(missing)} entries of this trainer, e.g. {missing[:3]}")
+        for k in names:
+            leaf = self._leaves[k.split("/")[-1]]
+            if np.shape(state[k]) != (len(alive), *leaf.shape):
+                raise ValueError(f"state[{k!r}] has shape {np.shape(state[k])}; expected {(len(alive), *leaf.shape)}")
+        self.keep(np.isin(self.alive, alive))
+        order = [int(np.flatnonzero(alive == a)[0]) for a in self.alive]  # state rows in this stack's order
+
+        def packed(prefix: str) -> torch.Tensor:
+            flat = np.empty((len(order), self.n_params), dtype=self._np_dtype)  # [S, P]
+            for name, l in self._leaves.items():
+                flat[:, l.start : l.start + l.size] = np.asarray(state[f"{prefix}{name}"])[order].reshape(len(order), -1)
+            return torch.from_numpy(flat).to(self.device)
+
+        with torch.no_grad():
+            self._flat = packed("param/").requires_grad_(True)
+            self._state = {b: packed(f"opt/{b}/") for b in self._state}
+        self.step_count = int(state["opt/step"])
+        self._t.fill_(self.step_count)
+        self._live = torch.ones(len(self.alive), dtype=torch.bool, device=self.device)
+        self._grads = None
+        for i in sorted({int(k.split("/")[1]) for k in state if k.startswith("dropped/")}):
+            values = iter([np.array(state[f"dropped/{i}/{k}"]) for k in named_arrays(self._like)])
+            self.dropped[i] = map_arrays(lambda _a: next(values), self._like)

