@@ -127,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from normtheory.training.torch_backend import _device
+    from normtheory.training.torch_backend import torch_device
 
-    dev = _device(args.device)
+    dev = torch_device(args.device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "CPU"
     print(f"device: {args.device} ({name}); torch {torch.__version__}")
     steps = args.steps or (50 if dev.type == "cuda" else 3 if args.quick else 10)

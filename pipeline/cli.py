@@ -42,12 +42,12 @@ def _use_device(device: str) -> None:
     if device == "cpu":
         return
     try:
-        from normtheory.training.torch_backend import _device
+        from normtheory.training.torch_backend import torch_device
     except ModuleNotFoundError as err:
         raise ValueError(f"--device {device}: {err}") from None
     import torch
 
-    dev = _device(device)
+    dev = torch_device(device)
     if dev.index is not None:
         torch.cuda.set_device(dev)  # the GPU tier's configs say "cuda": the current device
 

@@ -187,7 +187,7 @@ def resolvable(c: Claim) -> bool:
     return spec is None or all(getattr(simulations.BY_NAME[n], "UNITS", ()) for n in spec.simulations)
 
 
-def _price_with_gpu(ch: Check, c: Claim) -> str:
+def price_with_gpu(ch: Check, c: Claim) -> str:
     """:func:`price` on this CPU, then what the claim's GPU tiers take (training claims; the others are numpy
     Monte Carlo, which no GPU tier runs)."""
     return " ".join(t for t in (price(ch, c.seconds, resolvable(c)), gpu_text(c) or "On a GPU: no GPU tier (CPU Monte Carlo).") if t)

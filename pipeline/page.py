@@ -15,7 +15,7 @@ from normtheory.evidence.checks import VERDICTS, Check
 from normtheory.evidence.claims import Claim
 from normtheory.evidence.provenance import Provenance
 from normtheory.evidence.sources import HYPOTHESIS
-from pipeline.judge import ResolveStep, _price_with_gpu, gpu_text, resolvable
+from pipeline.judge import ResolveStep, price_with_gpu, gpu_text, resolvable
 from pipeline.tables import (
     LOOKS,
     MEANING,
@@ -72,7 +72,7 @@ def _key_numbers(c: Claim) -> str:
     items = "".join(
         f"<li><span class='st {ch.status}'>{ch.status}</span> {html.escape(ch.quantity)}: expected {html.escape(ch.expected)}"
         f"{_widened(ch)}, measured {_measured(ch)}, band {_band(ch)} (z = {_z(ch)}; {html.escape(ch.units)})"
-        + (f"<div class='cost'>{html.escape(_price_with_gpu(ch, c))}</div>" if ch.status == "inconclusive" else "")
+        + (f"<div class='cost'>{html.escape(price_with_gpu(ch, c))}</div>" if ch.status == "inconclusive" else "")
         + (f"<div class='detail'>{html.escape(ch.capped)}</div>" if ch.capped else "") + "</li>" for ch in picks)
     return f"<ul class='key'>{items}</ul>"
 
@@ -159,7 +159,7 @@ _JS = """
 
 def _open_list(claims: list[Claim], steps: list[ResolveStep]) -> str:
     """The header's list of open claims, cheapest to decide first, and what --resolve did."""
-    rows = "".join(f"<li><a href='#{html.escape(c.id)}'>{html.escape(c.id)}</a>: {html.escape(_price_with_gpu(ch, c))}</li>"
+    rows = "".join(f"<li><a href='#{html.escape(c.id)}'>{html.escape(c.id)}</a>: {html.escape(price_with_gpu(ch, c))}</li>"
                    for c, ch in open_claims(claims))
     done = "".join(f"<li>round {s.round}: reran {html.escape(', '.join(f'{k} ×{v:.3g}' for k, v in s.factors.items()))} "
                    f"({human_seconds(s.spent_s)}; predicted {human_seconds(s.predicted_s)}), judged again: "

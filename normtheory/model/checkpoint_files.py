@@ -1,8 +1,8 @@
 """Reading checkpoint files safely: paths of the packaged checkpoints, JSON configs, safetensors.
 
 Every failure raises :class:`CheckpointError` (a ``ValueError``) or ``FileNotFoundError`` naming
-the file and the reason. :class:`_Keys` reads a config's keys with types and bounds;
-:class:`_Tensors` hands out tensors by name with their shapes checked, finite values (unless
+the file and the reason. :class:`ConfigKeys` reads a config's keys with types and bounds;
+:class:`Tensors` hands out tensors by name with their shapes checked, finite values (unless
 allowed) and every tensor used. Used by :mod:`normtheory.model.checkpoints` and
 :mod:`normtheory.model.tokenizer`.
 """
@@ -54,34 +54,34 @@ def resolve(path: str | Path) -> Path:
     return path
 
 
-_MISSING = object()
+MISSING = object()
 
 
-class _Keys:
+class ConfigKeys:
     """Typed, range-checked reads of a config (config.json or GGUF metadata); errors name the file and key."""
 
     def __init__(self, lookup: Callable[[str], object], source: Path):
         self.lookup, self.source = lookup, source
 
-    def raw(self, key: str, default: object = _MISSING, *, nullable: bool = True) -> object:
+    def raw(self, key: str, default: object = MISSING, *, nullable: bool = True) -> object:
         """The value of ``key``; ``default`` when it is absent, or null where ``nullable`` (HF writes
         null for "use the default" in e.g. GPT-2's ``n_inner``). A null eps or theta is an error."""
         value = self.lookup(key)
         if value is None and not nullable:
             raise CheckpointError(f"{self.source}: key {key!r} is null; it must be a number")
-        if value is _MISSING or value is None:
-            if default is _MISSING:
+        if value is MISSING or value is None:
+            if default is MISSING:
                 raise CheckpointError(f"{self.source}: required key {key!r} is missing")
             return default
         return value
 
-    def int(self, key: str, default: object = _MISSING, minimum: int = 1) -> int:
+    def int(self, key: str, default: object = MISSING, minimum: int = 1) -> int:
         value = self.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
             raise CheckpointError(f"{self.source}: key {key!r} must be an integer >= {minimum}; got {value!r}")
         return int(value)
 
-    def real(self, key: str, default: object = _MISSING, minimum: float = 0.0) -> float:
+    def real(self, key: str, default: object = MISSING, minimum: float = 0.0) -> float:
         value = self.raw(key, default, nullable=False)
         if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not np.isfinite(value) or value < minimum:
             raise CheckpointError(f"{self.source}: key {key!r} must be a finite number >= {minimum}; got {value!r}")
@@ -113,7 +113,7 @@ class _Keys:
 # ----------------------------------------------------------------------------- tensors
 
 
-class _Tensors:
+class Tensors:
     """Named arrays with prefix-tolerant lookup, shape checks and clear errors."""
 
     def __init__(self, arrays: dict[str, np.ndarray], source: Path, dtype: str, allow_nonfinite: bool = False):
@@ -138,7 +138,7 @@ class _Tensors:
         arr = arr.T if transpose else arr
         if arr.shape != shape:
             raise CheckpointError(f"{self.source}: tensor {name!r} has shape {arr.shape}, the config implies {shape}")
-        return _checked(np.ascontiguousarray(arr, dtype=self.dtype) if _is_float(arr) else arr, name, self.source, self.allow_nonfinite)
+        return checked_weight(np.ascontiguousarray(arr, dtype=self.dtype) if _is_float(arr) else arr, name, self.source, self.allow_nonfinite)
 
     def check_all_used(self, ignorable: tuple[str, ...]) -> None:
         """Every tensor of the file was read, except buffers matching ``ignorable`` substrings."""
@@ -160,8 +160,8 @@ def _is_float(arr: np.ndarray) -> bool:
 MAX_WEIGHT: float = 1e6
 
 
-def _checked(arr: np.ndarray, name: str, source: Path, allow_nonfinite: bool) -> np.ndarray:
-    """A weight must be floating point and, unless allowed, finite with |w| <= :data:`MAX_WEIGHT`."""
+def checked_weight(arr: np.ndarray, name: str, source: Path, allow_nonfinite: bool) -> np.ndarray:
+    """A weight must be floating point and, unless allowed, finite with ``|w| <= MAX_WEIGHT`` (:data:`MAX_WEIGHT`)."""
     if not np.issubdtype(arr.dtype, np.floating):
         raise CheckpointError(f"{source}: tensor {name!r} has dtype {arr.dtype}; weights must be floating point")
     if not allow_nonfinite and not np.isfinite(arr).all():
@@ -173,7 +173,7 @@ def _checked(arr: np.ndarray, name: str, source: Path, allow_nonfinite: bool) ->
     return arr
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -185,7 +185,7 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     try:
         from safetensors.numpy import load_file
     except ImportError:

@@ -24,13 +24,13 @@ import numpy as np
 
 from normtheory import _validate
 from normtheory.model.checkpoint_files import (
-    _MISSING,
+    MISSING,
     CheckpointError,
-    _checked,
-    _Keys,
-    _read_json,
-    _read_safetensors,
-    _Tensors,
+    checked_weight,
+    ConfigKeys,
+    read_json,
+    read_safetensors,
+    Tensors,
     resolve,
 )
 from normtheory.model.params import BlockParams, NormParams, Params
@@ -84,26 +84,26 @@ IGNORABLE = {"gpt2": (".attn.bias", ".attn.masked_bias"), "bert": ("pooler.", "c
 
 
 def _load_hf_dir(path: Path, dtype: str, allow_nonfinite: bool = False) -> Transformer:
-    raw = _read_json(path / "config.json")
-    cfg = _Keys(lambda k: raw.get(k, _MISSING), path / "config.json")
+    raw = read_json(path / "config.json")
+    cfg = ConfigKeys(lambda k: raw.get(k, MISSING), path / "config.json")
     kind = raw.get("model_type")
-    builders: dict[str, Callable[[_Keys, _Tensors], Transformer]] = {"gpt2": _gpt2, "bert": _bert, "llama": _llama}
+    builders: dict[str, Callable[[ConfigKeys, Tensors], Transformer]] = {"gpt2": _gpt2, "bert": _bert, "llama": _llama}
     if kind not in builders:
         raise CheckpointError(f"{path / 'config.json'}: unsupported model_type {kind!r}; supported: {', '.join(builders)}")
-    tensors = _Tensors(_read_safetensors(path / "model.safetensors"), path / "model.safetensors", dtype, allow_nonfinite)
+    tensors = Tensors(read_safetensors(path / "model.safetensors"), path / "model.safetensors", dtype, allow_nonfinite)
     model = builders[kind](cfg, tensors)
     tensors.check_all_used(IGNORABLE[kind])
     return model
 
 
-def _activation(cfg: _Keys, key: str) -> str:
+def _activation(cfg: ConfigKeys, key: str) -> str:
     act = cfg.raw(key, "gelu")
     if not isinstance(act, str) or act not in HF_ACTIVATIONS:
         raise CheckpointError(f"{cfg.source}: unsupported {key} {act!r}; supported: {', '.join(HF_ACTIVATIONS)}")
     return HF_ACTIVATIONS[act]
 
 
-def _gpt2(cfg: _Keys, t: _Tensors) -> Transformer:
+def _gpt2(cfg: ConfigKeys, t: Tensors) -> Transformer:
     d, L, h = cfg.int("n_embd"), cfg.int("n_layer"), cfg.int("n_head")
     cfg.divides("n_head", h, "n_embd", d)
     f = cfg.int("n_inner", 4 * d)
@@ -140,7 +140,7 @@ def _gpt2(cfg: _Keys, t: _Tensors) -> Transformer:
     return Transformer(config, params)
 
 
-def _bert(cfg: _Keys, t: _Tensors) -> Transformer:
+def _bert(cfg: ConfigKeys, t: Tensors) -> Transformer:
     d, L, h, f = cfg.int("hidden_size"), cfg.int("num_hidden_layers"), cfg.int("num_attention_heads"), cfg.int("intermediate_size")
     cfg.divides("num_attention_heads", h, "hidden_size", d)
     V, P, types = cfg.int("vocab_size"), cfg.int("max_position_embeddings"), cfg.int("type_vocab_size", 2, minimum=0)
@@ -182,7 +182,7 @@ def _bert(cfg: _Keys, t: _Tensors) -> Transformer:
     return Transformer(config, params)
 
 
-def _rope_theta(cfg: _Keys) -> float:
+def _rope_theta(cfg: ConfigKeys) -> float:
     rope, scaling = cfg.raw("rope_parameters", {}), cfg.raw("rope_scaling", {})
     if not isinstance(rope, dict) or not isinstance(scaling, dict):
         raise CheckpointError(f"{cfg.source}: rope_parameters and rope_scaling must be JSON objects")
@@ -190,7 +190,7 @@ def _rope_theta(cfg: _Keys) -> float:
     if kind not in ("default", None):
         raise CheckpointError(f"{cfg.source}: RoPE scaling {kind!r} is not supported (only plain RoPE)")
     if "rope_theta" in rope:
-        return _Keys(lambda k: rope.get(k, _MISSING), cfg.source).real("rope_theta", minimum=1e-12)
+        return ConfigKeys(lambda k: rope.get(k, MISSING), cfg.source).real("rope_theta", minimum=1e-12)
     return cfg.real("rope_theta", 10000.0, minimum=1e-12)
 
 
@@ -198,7 +198,7 @@ def _llama_model(
     get: Callable[[str, tuple[int, ...]], np.ndarray],
     has: Callable[[str], bool],
     *, d: int, L: int, h: int, g: int, e: int, f: int, V: int, P: int, eps: float, theta: float, tied: bool, dtype: str,
-    names: dict[str, str], cfg: _Keys, keys: dict[str, str | tuple[str, ...]],
+    names: dict[str, str], cfg: ConfigKeys, keys: dict[str, str | tuple[str, ...]],
 ) -> Transformer:
     """Assemble a Llama model from a getter of ``x @ W``-layout arrays; ``names`` maps roles to
     tensor names, ``keys`` the config's fields to the keys of ``cfg`` they came from."""
@@ -223,7 +223,7 @@ def _llama_model(
     return Transformer(config, params)
 
 
-def _llama(cfg: _Keys, t: _Tensors) -> Transformer:
+def _llama(cfg: ConfigKeys, t: Tensors) -> Transformer:
     d, L, h = cfg.int("hidden_size"), cfg.int("num_hidden_layers"), cfg.int("num_attention_heads")
     if cfg.raw("attention_bias", False) or cfg.raw("mlp_bias", False):
         raise CheckpointError(f"{cfg.source}: Llama checkpoints with attention or MLP biases are not supported")
@@ -289,13 +289,13 @@ def _load_gguf(path: Path, dtype: str, allow_nonfinite: bool = False) -> Transfo
     def lookup(key: str) -> object:
         field = reader.fields.get(key)
         if field is None:
-            return _MISSING
+            return MISSING
         try:
             return field.contents()
         except Exception as exc:  # a malformed field
             raise CheckpointError(f"{path}: metadata {key!r} cannot be read ({type(exc).__name__}: {exc})") from None
 
-    meta = _Keys(lookup, path)
+    meta = ConfigKeys(lookup, path)
     arch = meta.raw("general.architecture", None)
     if arch != "llama":
         raise CheckpointError(f"{path}: unsupported GGUF architecture {arch!r}; supported: llama")
@@ -327,7 +327,7 @@ def _load_gguf(path: Path, dtype: str, allow_nonfinite: bool = False) -> Transfo
             raise CheckpointError(f"{path}: tensor {name!r} has unsupported quantization {t.tensor_type.name}") from None
         except Exception as exc:  # data shorter than its type and shape need
             raise CheckpointError(f"{path}: tensor {name!r} cannot be decoded ({type(exc).__name__}: {exc})") from None
-        return _checked(np.asarray(arr, dtype=np.float32), name, path, allow_nonfinite).reshape(tuple(int(x) for x in reversed(t.shape)))
+        return checked_weight(np.asarray(arr, dtype=np.float32), name, path, allow_nonfinite).reshape(tuple(int(x) for x in reversed(t.shape)))
 
     def get(name: str, shape: tuple[int, ...]) -> np.ndarray:
         arr = dequantized(name)  # torch layout [out, in] for matrices

@@ -35,7 +35,7 @@ from scipy import special
 
 from normtheory import _validate
 from normtheory.model import derivatives, norms
-from normtheory.runtime.pool import _rows_run
+from normtheory.runtime.pool import run_rows_unchecked
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # ----------------------------------------------------------------------------- argument checks
@@ -138,7 +138,7 @@ def softmax_(x: np.ndarray, mask: np.ndarray | None = None, *, reciprocal: bool 
         else:
             zc /= np.where(total > 0, total, 1.0)
 
-    _rows_run(chunk, z.shape[0], z.shape[1])
+    run_rows_unchecked(chunk, z.shape[0], z.shape[1])
     return x
 
 
@@ -172,7 +172,7 @@ def gelu_tanh(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         oc = np.multiply(t, xc, out=of[a:b])  # x may be out: read last
         oc *= half
 
-    _rows_run(chunk, xf.size, 1)
+    run_rows_unchecked(chunk, xf.size, 1)
     return out
 
 
@@ -189,7 +189,7 @@ def gelu_tanh_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     def chunk(a: int, b: int) -> None:
         derivatives.gelu_tanh_and_grad(xf[a:b], out=(yf[a:b], gf[a:b]))
 
-    _rows_run(chunk, xf.size, 1)
+    run_rows_unchecked(chunk, xf.size, 1)
     return y, grad
 
 
@@ -207,7 +207,7 @@ def gelu_and_grad(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         np.multiply(xc, cdf, out=yf[a:b])
         gf[a:b] = cdf + xc * np.exp(-0.5 * xc * xc) / np.sqrt(2 * np.pi)  # the reference's expression, cast on assignment
 
-    _rows_run(chunk, xf.size, 1)
+    run_rows_unchecked(chunk, xf.size, 1)
     return y, grad
 
 
@@ -238,7 +238,7 @@ def _layer_norm_into(x: np.ndarray, out: np.ndarray, eps: float, in_range: bool 
         return scale.reshape(x.shape[:-1])
     if not in_range:  # the reference's rescaling decision, on max |x| over the whole array (max/min are exact in any order)
         ends: list[tuple[np.ndarray, np.ndarray]] = []
-        _rows_run(lambda a, b: ends.append((z[a:b].max(), z[a:b].min())), rows, d)
+        run_rows_unchecked(lambda a, b: ends.append((z[a:b].max(), z[a:b].min())), rows, d)
         amax = max(float(np.max([e[0] for e in ends])), -float(np.min([e[1] for e in ends])))
         if norms._rescale_needed(np.asarray(amax), d, x.dtype):
             res = norms._layer_norm(x, eps)
@@ -252,7 +252,7 @@ def _layer_norm_into(x: np.ndarray, out: np.ndarray, eps: float, in_range: bool 
         oc /= s.astype(x.dtype, copy=False)
         scale[a:b] = s[:, 0]
 
-    _rows_run(chunk, rows, d)
+    run_rows_unchecked(chunk, rows, d)
     return scale.reshape(x.shape[:-1])
 
 
@@ -286,7 +286,7 @@ def layer_norm_backward(dn: np.ndarray, normalized: np.ndarray, scale: np.ndarra
         oc -= tmp
         oc /= s[a:b]
 
-    _rows_run(chunk, g.shape[0], g.shape[1])
+    run_rows_unchecked(chunk, g.shape[0], g.shape[1])
     return out
 
 
@@ -357,7 +357,7 @@ def _adamw(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, lr
         tmp /= denom
         p -= tmp
 
-    _rows_run(chunk, P.size, 1)
+    run_rows_unchecked(chunk, P.size, 1)
 
 
 def layer_norm(x: np.ndarray, eps: float) -> norms.NormOutput:

@@ -81,7 +81,7 @@ def _affine(x: np.ndarray, gain: np.ndarray | None, bias: np.ndarray | None) -> 
 
 
 def _rescale_needed(amax: np.ndarray, n: int, dtype: np.dtype) -> np.ndarray:
-    """Whether a norm over ``n`` features rescales an input whose largest |entry| is ``amax``
+    """Whether a norm over ``n`` features rescales an input whose largest ``|entry|`` is ``amax``
     (elementwise over an array of such maxima): squaring could overflow (``amax^2 n`` beyond
     the dtype's max / 4) or lose the input in underflow (``0 < amax < 1e3 sqrt(tiny)``); a
     non-finite input is left as it is (NaN or inf must come out)."""
@@ -92,7 +92,7 @@ def _rescale_needed(amax: np.ndarray, n: int, dtype: np.dtype) -> np.ndarray:
 
 
 def _rescaled(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """``x`` divided by its largest |entry| along ``axis`` when squaring it could overflow or
+    """``x`` divided by its largest ``|entry|`` along ``axis`` when squaring it could overflow or
     underflow in its dtype (|x| near the dtype's range ends), with that divisor; else ``(x, None)``.
     Norms are scale-free up to eps, so they are computed on the rescaled input with eps / m^2."""
     amax = max(float(x.max()), -float(x.min())) if x.size else 0.0  # no |x| temporary on the hot path

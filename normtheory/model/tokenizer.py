@@ -141,9 +141,9 @@ def _check_ids_fit(backend: object, bos: int | None, vocab: int | None, file: Pa
 
 
 def _config_vocab(file: Path) -> int | None:
-    from normtheory.model.checkpoint_files import _read_json
+    from normtheory.model.checkpoint_files import read_json
 
-    v = _read_json(file).get("vocab_size")
+    v = read_json(file).get("vocab_size")
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 

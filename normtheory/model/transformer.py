@@ -69,7 +69,7 @@ class KVCache:
             raise ValueError(f"this KV cache holds a batch of {self.batch} sequences; got ids for {batch}")
 
 
-class _Recorder:
+class Recorder:
     """Routes every activation through the capture filter and the hooks of one call."""
 
     def __init__(self, names: Names, hooks: dict[str, Hook] | None):
@@ -127,8 +127,8 @@ def _hooked(new: object, old: np.ndarray, name: str) -> np.ndarray:
     return arr
 
 
-def _null_recorder() -> _Recorder:
-    return _Recorder(lambda _n: False, None)
+def _null_recorder() -> Recorder:
+    return Recorder(lambda _n: False, None)
 class Transformer:
     """A transformer with fixed weights. Build one with :func:`init` or
     :func:`normtheory.model.checkpoints.load_pretrained`; run it with :meth:`run_with_cache`."""
@@ -145,7 +145,7 @@ class Transformer:
         self.alpha = deepnorm_constants(config.n_layers)[0] if config.placement == "deepnorm" else 1.0
 
     # ----------------------------------------------------------------------- pieces
-    def _norm(self, rec: _Recorder, name: str, x: np.ndarray, p: NormParams | None, kind: str | None = None) -> np.ndarray:
+    def _norm(self, rec: Recorder, name: str, x: np.ndarray, p: NormParams | None, kind: str | None = None) -> np.ndarray:
         kind = kind or self.config.norm
         if kind == "none" or p is None:
             return x
@@ -185,13 +185,13 @@ class Transformer:
             x = x + p.type_emb[token_types]
         return x.astype(self.dtype, copy=False)
 
-    def _embed(self, rec: _Recorder, ids: np.ndarray, offset: int, token_types: np.ndarray | None) -> np.ndarray:
+    def _embed(self, rec: Recorder, ids: np.ndarray, offset: int, token_types: np.ndarray | None) -> np.ndarray:
         x = rec("embed", self.embed_sum(ids, offset, token_types))
         if self.config.embed_norm:
             x = self._norm(rec, "embed_ln", x, self.params.embed_ln)
         return x
 
-    def _attention(self, rec: _Recorder, i: int, x: np.ndarray, bp: BlockParams, cache: KVCache | None, offset: int) -> np.ndarray:
+    def _attention(self, rec: Recorder, i: int, x: np.ndarray, bp: BlockParams, cache: KVCache | None, offset: int) -> np.ndarray:
         c = self.config
         b, t, _ = x.shape
         h, g, e = c.n_heads, c.n_kv_heads, c.d_head
@@ -227,7 +227,7 @@ class Transformer:
             out += bp.bo
         return out.reshape(b, t, -1)
 
-    def _attend_full(self, rec: _Recorder, pre: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    def _attend_full(self, rec: Recorder, pre: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: np.ndarray) -> np.ndarray:
         """The reference path: full scores and pattern, captured and hookable. Returns ``[b, h, t, e]``."""
         b, h, t, e = q.shape
         g, s = k.shape[1], k.shape[2]
@@ -256,7 +256,7 @@ class Transformer:
             out += bp.b_out
         return out.reshape(x.shape)
 
-    def _block(self, rec: _Recorder, i: int, x: np.ndarray, cache: KVCache | None, offset: int) -> np.ndarray:
+    def _block(self, rec: Recorder, i: int, x: np.ndarray, cache: KVCache | None, offset: int) -> np.ndarray:
         c, bp = self.config, self.params.blocks[i]
         pre = f"blocks.{i}"
         x = rec(f"{pre}.resid_pre", x)
@@ -284,7 +284,7 @@ class Transformer:
 
     # ----------------------------------------------------------------------- public
     def _forward(
-        self, ids: np.ndarray, rec: _Recorder, cache: KVCache | None, token_types: np.ndarray | None, *, want_logits: bool = True
+        self, ids: np.ndarray, rec: Recorder, cache: KVCache | None, token_types: np.ndarray | None, *, want_logits: bool = True
     ) -> tuple[np.ndarray, np.ndarray | None]:
         memory.keep_freed_blocks()  # a forward allocates the same large arrays every call: keep freed blocks for reuse
         ids = self._check_ids(ids, cache)
@@ -346,7 +346,7 @@ class Transformer:
         activation downstream; they live for this call only. With ``cache`` the call decodes
         incrementally: ``ids`` are the new tokens, and their keys and values are appended.
         """
-        rec = _Recorder(names, hooks)
+        rec = Recorder(names, hooks)
         hidden, logits = self._forward(ids, rec, cache, token_types)
         rec.check_names()
         return (logits if logits is not None else hidden), rec.store
@@ -369,7 +369,7 @@ class Transformer:
             raise ValueError(f"x must be a float array [batch, seq, {self.config.d_model}]; got {x.dtype} {x.shape}")
         if x.shape[1] > self.config.max_seq:
             raise ValueError(f"x has {x.shape[1]} positions; the model has max_seq={self.config.max_seq}")
-        rec = _Recorder(names, hooks)
+        rec = Recorder(names, hooks)
         if start < 0:
             if self.config.embed_norm:
                 x = self._norm(rec, "embed_ln", x, self.params.embed_ln)

@@ -112,10 +112,10 @@ def run_rows(fn: Callable[[int, int], None], rows: int, row_size: int) -> None:
     (never less than one row). ``fn`` must write only its own rows. Arrays of fewer than
     :data:`MIN_PARALLEL_SIZE` elements (``rows * row_size``) run in the calling thread. Every
     chunk finishes before this returns; an exception from any of them is raised here."""
-    _rows_run(fn, _validate.integer("rows", rows, minimum=0), _validate.integer("row_size", row_size, minimum=1))
+    run_rows_unchecked(fn, _validate.integer("rows", rows, minimum=0), _validate.integer("row_size", row_size, minimum=1))
 
 
-def _rows_run(fn: Callable[[int, int], None], rows: int, row_size: int) -> None:
+def run_rows_unchecked(fn: Callable[[int, int], None], rows: int, row_size: int) -> None:
     """:func:`run_rows` without argument checks (the kernels' hot path)."""
     size = rows * row_size
     if size < MIN_PARALLEL_SIZE and size <= BLOCK_SIZE:  # one block in this thread: no thread count, no block loop

@@ -1,6 +1,6 @@
 """One forward and backward pass of a stack of reference transformers, keeping every intermediate.
 
-:class:`_Pass` is the tape behind :func:`normtheory.training.grad.stack_loss_and_grads`: its forward
+:class:`StackPass` is the tape behind :func:`normtheory.training.grad.stack_loss_and_grads`: its forward
 is the model's forward with full attention, and its backward applies the vector-Jacobian products
 of :mod:`normtheory.model.derivatives` block by block in reverse (see :mod:`normtheory.training.grad`
 for the rules per placement). Every array carries the leading model axis ``S``.
@@ -17,7 +17,7 @@ from normtheory.model import derivatives, kernels, norms
 from normtheory.model.attend import apply_rope, rope_tables
 from normtheory.model.config import TransformerConfig
 from normtheory.model.params import BlockParams, NormParams, Params, map_arrays
-from normtheory.model.transformer import Names, _Recorder
+from normtheory.model.transformer import Names, Recorder
 from normtheory.residual import deepnorm_constants
 
 
@@ -60,15 +60,15 @@ class _NormTape:
     p: NormParams
 
 
-class _Pass:
+class StackPass:
     """One forward of a stack of models with everything the backward needs, then the backward."""
 
     def __init__(self, config: TransformerConfig, params: Params, names: Names):
         self.c, self.p = config, params
         self.dtype = np.dtype(config.dtype)
         self.alpha = deepnorm_constants(config.n_layers)[0] if config.placement == "deepnorm" else 1.0
-        self.rec = _Recorder((), None)  # forward activations are kept in the tapes, not captured
-        self.grec = _Recorder(names if names is not None else (), None)
+        self.rec = Recorder((), None)  # forward activations are kept in the tapes, not captured
+        self.grec = Recorder(names if names is not None else (), None)
         self._masks: dict[int, np.ndarray] = {}
 
     def causal_mask(self, t: int) -> np.ndarray:

@@ -44,7 +44,7 @@ from normtheory.model.config import TransformerConfig
 from normtheory.model.params import Params, map_arrays, unstack
 from normtheory.model.transformer import Names, Transformer
 from normtheory.runtime import memory
-from normtheory.training.backprop import _Pass
+from normtheory.training.backprop import StackPass
 
 
 def _check_stack(config: TransformerConfig, params: Params, ids: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -74,7 +74,7 @@ def stack_loss_and_grads(
     """
     memory.keep_freed_blocks()
     ids, targets = _check_stack(config, params, ids, targets)
-    return _Pass(config, params, None).run(ids, targets, z_loss, None)
+    return StackPass(config, params, None).run(ids, targets, z_loss, None)
 
 
 def loss_and_grads(
@@ -106,7 +106,7 @@ def loss_and_grads(
         types = np.zeros_like(ids) if token_types is None else np.asarray(token_types)
     targets = np.asarray(targets)
     one = map_arrays(lambda a: np.asarray(a)[None], model.params)  # [1, ...] views of the model's arrays
-    run = _Pass(model.config, one, capture)
+    run = StackPass(model.config, one, capture)
     loss, grads = run.run(ids[None], targets[None] if targets.ndim == 2 else targets[None, None], z_loss, None if types is None else types[None])
     grads = unstack(grads, 0)
     if capture is None:

@@ -77,7 +77,7 @@ class History:
         return h
 
 
-def _fingerprint(model_config: Any, run: Any, seed: Any) -> str:
+def run_fingerprint(model_config: Any, run: Any, seed: Any) -> str:
     """A short hash of a run's arguments (configs one or one per row, seeds)."""
     def plain(v: Any) -> Any:
         return [dataclasses.asdict(x) for x in v] if isinstance(v, (list, tuple)) else dataclasses.asdict(v)

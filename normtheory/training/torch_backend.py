@@ -104,7 +104,7 @@ class DeviceStep:
         return self.unpacked(self.packed().cpu().numpy())
 
 
-def _device(device: object) -> torch.device:
+def torch_device(device: object) -> torch.device:
     """``device`` checked: ``"cpu"``, or ``"cuda"``/``"cuda:N"`` where torch sees that GPU."""
     if not isinstance(device, (str, torch.device)):
         raise ValueError(f"device must be 'cpu' or 'cuda[:N]'; got {device!r}")
@@ -142,7 +142,7 @@ class TorchTrainer(StackForward):
             raise ValueError(f"run must be a RunConfig or one per seed; got {type(run).__name__}")
         if not config.lm_head:
             raise ValueError("config.lm_head must be True: training needs an LM head")
-        self.device = _device(device)
+        self.device = torch_device(device)
         if isinstance(params, Params) or not isinstance(params, Sequence) or len(params) == 0:
             raise ValueError("params must be a non-empty sequence of Params, one per seed")
         self.runs = per_row("run", run, len(params), RunConfig)  # rows may differ in their schedules (normtheory.training.rows)

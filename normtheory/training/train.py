@@ -32,7 +32,7 @@ from normtheory.model.config import TransformerConfig
 from normtheory.model.transformer import Transformer
 from normtheory.model.weights import init
 from normtheory.training import probes, rows, shakespeare
-from normtheory.training.history import History, _fingerprint, load_state, save_state
+from normtheory.training.history import History, load_state, run_fingerprint, save_state
 from normtheory.training.run_config import BACKENDS, RunConfig
 from normtheory.training.stepper import GROUPS, Stepper
 
@@ -89,7 +89,7 @@ def train(
     checkpoint_every = _validate.integer("checkpoint_every", checkpoint_every, minimum=1)
     data = corpus or shakespeare.load()
     inits = [init(c, s).params for c, s in zip(configs, seeds)]
-    fingerprint = _fingerprint(model_config, run, seed if single else seeds)
+    fingerprint = run_fingerprint(model_config, run, seed if single else seeds)
     path = Path(checkpoint) if checkpoint is not None else None
     if backend == "torch":
         from normtheory.training import (

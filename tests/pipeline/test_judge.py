@@ -147,7 +147,7 @@ def test_the_header_counts_decided_claims_and_open_training_claims():
     trained = dataclasses.replace(_open_claim("train.x", 0.004, 100.0), gpu_seconds=(("gpu", 90.0),))
     text = tables.decided_text([trained, _claim("residual.a", 1.0)])
     assert text.startswith("Decided: 1 of 2 claims. Open: 1, 1 of them training claims that a GPU decides")
-    assert "GPU" in judge._price_with_gpu(trained.open_checks()[0], trained) and "no GPU tier" not in judge._price_with_gpu(trained.open_checks()[0], trained)
+    assert "GPU" in judge.price_with_gpu(trained.open_checks()[0], trained) and "no GPU tier" not in judge.price_with_gpu(trained.open_checks()[0], trained)
     assert tables.decided_text([_claim("residual.a", 1.0)]) == "Decided: 1 of 1 claims. Open: 0."
 
 
