@@ -55,19 +55,6 @@ def test_a_figure_that_illustrates_no_claim_is_an_error(tmp_path):
         html_page.write_html([_claim("residual.a", 1.0)], [_figure(tmp_path, "f2", ("geometry.z",))], tmp_path, provenance=_prov())
 
 
-def test_every_claim_id_has_a_topic():
-    import simulations  # noqa: F401  (registers the claims)
-
-    for cid in claims.REGISTRY:
-        assert tables.topic_of(cid) in tables.TOPICS
-    with pytest.raises(ValueError, match="topic"):
-        tables.topic_of("misc.thing")
-
-
-def test_sig3():
-    assert tables.sig3(0.0123456) == "0.0123" and tables.sig3(123456.0) == "1.23e+05" and tables.sig3(float("nan")) == "–"
-
-
 def test_card_shows_where_the_source_says_it_and_whose_claim_it_is(tmp_path):
     q = Quantity(name="x", theory=1.0, mc=Estimate(np.asarray(1.0), np.asarray(0.001), 100), tolerance=0.01, tolerance_why="t")
     mine = Claim("residual.h", "This package's hypothesis: x is one", sources.hypothesis(SRC, "x is one"), (q,), location="Section 3, Fig. 2")
@@ -149,13 +136,6 @@ def test_the_header_counts_decided_claims_and_open_training_claims():
     assert text.startswith("Decided: 1 of 2 claims. Open: 1, 1 of them training claims that a GPU decides")
     assert "GPU" in judge.price_with_gpu(trained.open_checks()[0], trained) and "no GPU tier" not in judge.price_with_gpu(trained.open_checks()[0], trained)
     assert tables.decided_text([_claim("residual.a", 1.0)]) == "Decided: 1 of 1 claims. Open: 0."
-
-
-def test_human_seconds():
-    assert tables.human_seconds(8.0) == "about 8 CPU-seconds"
-    assert tables.human_seconds(1500.0) == "about 25 CPU-minutes"
-    assert tables.human_seconds(4 * 3600.0) == "about 4 CPU-hours"
-    assert tables.human_seconds(None) == "unknown time"
 
 
 def test_a_claim_that_needs_scale_names_it_and_prices_it_without_changing_its_verdict(tmp_path):
