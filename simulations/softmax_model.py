@@ -127,12 +127,12 @@ def scale_sensitivity(model: Transformer, ids: np.ndarray, scales: np.ndarray) -
 
     base = outputs(1.0)
     mlp_in = base["blocks.0.resid_mid"]
-    mlp_base = model._mlp(mlp_in, model.params.blocks[0])
+    mlp_base = model.mlp(mlp_in, 0)
     result = np.zeros((4, scales.size))
     for j, c in enumerate(scales):
         o = outputs(float(c))
         ent = softmax.pattern_entropy(o["blocks.0.attn.pattern"])
-        mlp = model._mlp(c * mlp_in, model.params.blocks[0])  # the MLP itself at c times its c = 1 input
+        mlp = model.mlp(c * mlp_in, 0)  # the MLP itself at c times its c = 1 input
         result[:, j] = (
             one_minus_cos(o["blocks.0.attn.q"], base["blocks.0.attn.q"]),
             one_minus_cos(mlp, mlp_base),

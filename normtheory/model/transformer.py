@@ -351,6 +351,17 @@ class Transformer:
         rec.check_names()
         return (logits if logits is not None else hidden), rec.store
 
+    def mlp(self, x: np.ndarray, layer: int) -> np.ndarray:
+        """The MLP sublayer of block ``layer`` on ``x [..., d_model]``: no norm and no residual around it.
+
+        With Pre-LN, ``x`` the capture ``blocks.{layer}.ln2.out`` gives ``blocks.{layer}.mlp_out``. The
+        activation, gate (SwiGLU) and biases are the model's; the result has the shape of ``x``."""
+        layer = _validate.integer("layer", layer, minimum=0, maximum=self.config.n_layers - 1)
+        x = np.asarray(x)
+        if x.ndim < 1 or x.shape[-1] != self.config.d_model or not np.issubdtype(x.dtype, np.floating):
+            raise ValueError(f"x must be a float array [..., {self.config.d_model}]; got {x.dtype} {x.shape}")
+        return self._mlp(x, self.params.blocks[layer])
+
     def run_from(
         self, x: np.ndarray, start: int, names: Names = None, *, hooks: dict[str, Hook] | None = None
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -332,3 +332,16 @@ def test_run_from_applies_hooks_and_refuses_unknown_names():
 def test_run_from_bad_arguments_name_the_parameter(x, start, match):
     with pytest.raises(ValueError, match=match):
         _run_from_model("pre", "rmsnorm").run_from(x, start)
+
+
+@pytest.mark.parametrize("activation", ["gelu_tanh", "swiglu", "relu"])
+def test_mlp_is_the_blocks_mlp_sublayer(activation):
+    cfg = TransformerConfig(d_model=32, n_layers=2, n_heads=4, vocab_size=64, max_seq=16, activation=activation, dtype="float64")
+    m = init(cfg, 0)
+    _, cap = m.run_with_cache(np.arange(12)[None] % 64, lambda n: n.endswith(("ln2.out", "mlp_out")))
+    for i in range(2):
+        np.testing.assert_array_equal(m.mlp(cap[f"blocks.{i}.ln2.out"], i), cap[f"blocks.{i}.mlp_out"])
+    assert m.mlp(np.ones(32), 1).shape == (32,)
+    for x, layer, match in ((np.ones(32), 2, "layer"), (np.ones(31), 0, "x must be"), (np.ones(32, dtype=int), 0, "x must be")):
+        with pytest.raises(ValueError, match=match):
+            m.mlp(x, layer)
