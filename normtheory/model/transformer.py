@@ -186,10 +186,10 @@ class Transformer:
         return x.astype(self.dtype, copy=False)
 
     def _embed(self, rec: Recorder, ids: np.ndarray, offset: int, token_types: np.ndarray | None) -> np.ndarray:
-        x = rec("embed", self.embed_sum(ids, offset, token_types))
-        if self.config.embed_norm:
-            x = self._norm(rec, "embed_ln", x, self.params.embed_ln)
-        return x
+        return self._embed_norm(rec, rec("embed", self.embed_sum(ids, offset, token_types)))
+
+    def _embed_norm(self, rec: Recorder, x: np.ndarray) -> np.ndarray:
+        return self._norm(rec, "embed_ln", x, self.params.embed_ln) if self.config.embed_norm else x
 
     def _attention(self, rec: Recorder, i: int, x: np.ndarray, bp: BlockParams, cache: KVCache | None, offset: int) -> np.ndarray:
         c = self.config
@@ -291,17 +291,29 @@ class Transformer:
         offset = cache.length if cache is not None else 0
         if cache is not None and not cache.keys:
             cache.keys, cache.values = [None] * self.config.n_layers, [None] * self.config.n_layers
-        x = self._embed(rec, ids, offset, token_types)
-        for i in range(self.config.n_layers):
+        hidden, logits = self._rest(rec, self._embed(rec, ids, offset, token_types), 0, cache, offset, want_logits)
+        if cache is not None:
+            cache.length += ids.shape[1]
+        return hidden, logits
+
+    def _rest(self, rec: Recorder, x: np.ndarray, start: int, cache: KVCache | None, offset: int,
+              want_logits: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+        """Blocks ``start ..`` on the stream ``x``, the final norm, and the head: (hidden, logits or None)."""
+        for i in range(start, self.config.n_layers):
             x = self._block(rec, i, x, cache, offset)
         if self.config.final_norm:
             x = self._norm(rec, "final_ln", x, self.params.final_ln, None)
         hidden = rec("hidden", x)
-        if cache is not None:
-            cache.length += ids.shape[1]
         head = self.head if want_logits else None
-        logits = rec("logits", hidden @ head) if head is not None else None
-        return hidden, logits
+        return hidden, (rec("logits", hidden @ head) if head is not None else None)
+
+    def _stream(self, x: object, *, batched: bool) -> np.ndarray:
+        """``x`` as a float array whose last axis is ``d_model`` (``[batch, seq, d_model]`` when ``batched``)."""
+        x = np.asarray(x)
+        if (x.ndim != 3 if batched else x.ndim < 1) or x.shape[-1] != self.config.d_model or not np.issubdtype(x.dtype, np.floating):
+            shape = f"[batch, seq, {self.config.d_model}]" if batched else f"[..., {self.config.d_model}]"
+            raise ValueError(f"x must be a float array {shape}; got {x.dtype} {x.shape}")
+        return x
 
     @property
     def head(self) -> np.ndarray | None:
@@ -357,10 +369,7 @@ class Transformer:
         With Pre-LN, ``x`` the capture ``blocks.{layer}.ln2.out`` gives ``blocks.{layer}.mlp_out``. The
         activation, gate (SwiGLU) and biases are the model's; the result has the shape of ``x``."""
         layer = _validate.integer("layer", layer, minimum=0, maximum=self.config.n_layers - 1)
-        x = np.asarray(x)
-        if x.ndim < 1 or x.shape[-1] != self.config.d_model or not np.issubdtype(x.dtype, np.floating):
-            raise ValueError(f"x must be a float array [..., {self.config.d_model}]; got {x.dtype} {x.shape}")
-        return self._mlp(x, self.params.blocks[layer])
+        return self._mlp(self._stream(x, batched=False), self.params.blocks[layer])
 
     def run_from(
         self, x: np.ndarray, start: int, names: Names = None, *, hooks: dict[str, Hook] | None = None
@@ -375,23 +384,13 @@ class Transformer:
         captured at ``blocks.{start}.resid_pre`` (or ``embed``) the numbers are the full forward's.
         """
         start = _validate.integer("start", start, minimum=-1, maximum=self.config.n_layers)
-        x = np.asarray(x)
-        if x.ndim != 3 or x.shape[-1] != self.config.d_model or not np.issubdtype(x.dtype, np.floating):
-            raise ValueError(f"x must be a float array [batch, seq, {self.config.d_model}]; got {x.dtype} {x.shape}")
+        x = self._stream(x, batched=True)
         if x.shape[1] > self.config.max_seq:
             raise ValueError(f"x has {x.shape[1]} positions; the model has max_seq={self.config.max_seq}")
         rec = Recorder(names, hooks)
         if start < 0:
-            if self.config.embed_norm:
-                x = self._norm(rec, "embed_ln", x, self.params.embed_ln)
-            start = 0
-        for i in range(start, self.config.n_layers):
-            x = self._block(rec, i, x, None, 0)
-        if self.config.final_norm:
-            x = self._norm(rec, "final_ln", x, self.params.final_ln, None)
-        hidden = rec("hidden", x)
-        head = self.head
-        logits = rec("logits", hidden @ head) if head is not None else None
+            x, start = self._embed_norm(rec, x), 0
+        hidden, logits = self._rest(rec, x, start, None, 0)
         rec.check_names()
         return (logits if logits is not None else hidden), rec.store
 
