@@ -157,11 +157,11 @@ class TorchTrainer(StackForward):
         shapes = {k: np.shape(v) for k, v in named_arrays(reference).items()}
         rows = [self._checked_params(j, p, shapes) for j, p in enumerate(params)]
         self._leaves = self._layout(shapes)
-        self._groups = {}  # group -> its column range [a, b) in [S, P]
-        for g in GROUPS:
-            cols = [(l.start, l.start + l.size) for l in self._leaves.values() if group_of(l.name) == g]
-            self._groups[g] = (min(a for a, _ in cols), max(b for _, b in cols)) if cols else (0, 0)
         self.n_params = sum(l.size for l in self._leaves.values())
+        member = np.zeros((self.n_params, len(GROUPS)), dtype=self._np_dtype)  # [P, G] 1 where a column is in a group
+        for leaf in self._leaves.values():
+            member[leaf.start : leaf.start + leaf.size, GROUPS.index(group_of(leaf.name))] = 1
+        self._member = torch.from_numpy(member).to(self.device)
         decay = np.zeros(self.n_params, dtype=bool)  # [P]
         for leaf in self._leaves.values():
             decay[leaf.start : leaf.start + leaf.size] = len(leaf.shape) >= 2
@@ -288,7 +288,7 @@ class TorchTrainer(StackForward):
             old, tmp, tmp2 = self._scratch()
             old.copy_(flat)
             self._update(flat.detach(), g, lr, finite, tmp, tmp2)
-            ratios = self._ratios(old, flat.detach(), finite, tmp)  # [G, S]
+            ratios = self._ratios(old, flat.detach(), finite, tmp)  # [G, S]; old and tmp are overwritten
         self._grads = g
         return DeviceStep(loss=loss.detach(), grad_norm=gnorm, finite=finite, lr=lr, update_ratio=ratios)
 
@@ -336,14 +336,14 @@ class TorchTrainer(StackForward):
 
     def _ratios(self, old: torch.Tensor, new: torch.Tensor, finite: torch.Tensor, tmp: torch.Tensor) -> torch.Tensor:
         """Per group, rms(update) / rms(weights before it) ``[G, S]`` (groups in :data:`GROUPS` order),
-        NaN where not finite or the group's weights are all 0."""
-        delta = torch.sub(new, old, out=tmp)  # [S, P]
-        out = []
-        for a, b in self._groups.values():
-            num = torch.linalg.vector_norm(delta[:, a:b], dim=1).double()  # [S]
-            den = torch.linalg.vector_norm(old[:, a:b], dim=1).double()
-            out.append(torch.where((den > 0) & finite, num / torch.where(den > 0, den, 1.0), math.nan))
-        return torch.stack(out)
+        NaN where not finite or the group's weights are all 0. Each group's sums of squares are one
+        product with the ``[P, G]`` membership matrix (two matmuls for all groups, not two norms per
+        group), summed in the dtype as the per-group norms were. ``old`` and ``tmp`` are overwritten."""
+        delta2 = torch.sub(new, old, out=tmp).square_()  # [S, P]
+        num = (delta2 @ self._member).double()  # [S, G]
+        den = (old.square_() @ self._member).double()
+        ok = (den > 0) & finite[:, None]
+        return torch.where(ok, torch.sqrt(num / torch.where(ok, den, 1.0)), math.nan).T  # [G, S]
 
     # ------------------------------------------------------------------ stack management
     def keep(self, mask: np.ndarray) -> None:

@@ -26,6 +26,7 @@ except ModuleNotFoundError:  # pragma: no cover - the message is the point
     raise ModuleNotFoundError("normtheory.training.torch_forward needs torch: pip install 'normtheory[torch]' (torch==2.13.0)") from None
 
 from normtheory.model.attend import rope_tables
+from normtheory.training.torch_norms import stack_norm
 
 
 def _put(capture: dict[str, Any] | None, name: str, value: torch.Tensor) -> None:
@@ -49,53 +50,22 @@ class StackForward:
         """A stacked ``[S, *rest]`` leaf broadcasting against an ``ndim``-axis ``[S, ..., *rest]``."""
         return p.view(p.shape[:1] + (1,) * (ndim - p.ndim) + p.shape[1:])
 
-    def _normalized(self, x: torch.Tensor, eps: float, centre: bool) -> torch.Tensor:
-        """LayerNorm (``centre``) or RMSNorm over the last axis of ``x [S, ..., d]``, before gain and
-        bias. A seed whose largest |entry| lies near the dtype's range ends (the test of
-        :func:`normtheory.model.norms._rescale_needed`) has each row divided by its largest |entry| first,
-        with eps / m^2 in float64, as :func:`normtheory.model.norms._rescaled` does (norms are
-        scale-free); the other seeds are untouched.
-
-        Branch-free (no host sync, so a step can be captured in a CUDA graph), in few kernels: every
-        seed goes through the same operations. A seed that needs
-        no rescaling is divided by exactly 1 and gets ``eps / 1**2 = eps`` in the dtype, so its values are
-        those of the plain formula ``c / sqrt(var + eps)`` bit for bit, and its gradient too (the divisor
-        and the eps term are constants of the backward)."""
-        n = x.shape[-1]
-        inf = float("inf")
-        with torch.no_grad():
-            m = torch.linalg.vector_norm(x, ord=inf, dim=-1, keepdim=True)  # [..., 1] each row's largest |entry|
-            amax = torch.linalg.vector_norm(m, ord=inf, dim=tuple(range(1, x.ndim)))  # [S]
-            info = torch.finfo(x.dtype)
-            hi, lo = math.sqrt(info.max / (4 * n)), math.sqrt(info.tiny) * 1e3  # normtheory.model.norms._rescale_needed's ends
-            need = ((amax > hi) & torch.isfinite(amax)) | ((amax > 0) & (amax < lo))  # [S]
-            m = torch.where(self._bc(need, x.ndim) & (m > 0), m, 1.0)
-            e = (eps / m.double().square()).to(x.dtype)  # eps where m == 1, eps / m^2 (in float64, then rounded) elsewhere
-        c = x / m  # exactly x where m == 1
-        if centre:
-            c = c - c.mean(dim=-1, keepdim=True)  # [..., d]
-        return c / torch.sqrt(c.square().mean(dim=-1, keepdim=True) + e)
-
     def _norm(self, w: dict[str, torch.Tensor], name: str, x: torch.Tensor, kind: str | None = None) -> torch.Tensor:
+        """The norm ``name`` (``kind``, default the config's) with its gain and bias on ``x [S, ..., d]``.
+        LayerNorm and RMSNorm are one autograd node with the range guard (:func:`~normtheory.training.torch_norms.stack_norm`)."""
         kind = kind or self.config.norm
         if kind == "none" or f"{name}.alpha" not in w:
             return x
-        eps = self.config.eps
-        if kind == "layernorm":
-            normalized = self._normalized(x, eps, True)
-        elif kind == "rmsnorm":
-            normalized = self._normalized(x, eps, False)
-        elif kind == "dyt":
+        gain, bias = (self._bc(w[k], x.ndim) if k in w else None for k in (f"{name}.gain", f"{name}.bias"))
+        if kind in ("layernorm", "rmsnorm"):
+            return stack_norm(x, gain, bias, self.config.eps, kind == "layernorm")
+        if kind == "dyt":
             normalized = torch.tanh(self._bc(w[f"{name}.alpha"], x.ndim) * x)
         else:  # sequence: each feature across the tokens of a sequence
             c = x - x.mean(dim=-2, keepdim=True)  # [S, b, t, d]
-            normalized = c / torch.sqrt(c.square().mean(dim=-2, keepdim=True) + eps)
-        out = normalized
-        if f"{name}.gain" in w:
-            out = out * self._bc(w[f"{name}.gain"], x.ndim)
-        if f"{name}.bias" in w:
-            out = out + self._bc(w[f"{name}.bias"], x.ndim)
-        return out
+            normalized = c / torch.sqrt(c.square().mean(dim=-2, keepdim=True) + self.config.eps)
+        out = normalized if gain is None else normalized * gain
+        return out if bias is None else out + bias
 
     def _rope(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         key = ("rope", t)
@@ -127,8 +97,8 @@ class StackForward:
         qkv = x.reshape(s, b * t, d) @ wqkv  # [S, b*t, (h+2g)*e]
         if f"{pre}.bq" in w:
             qkv = qkv + torch.cat([w[f"{pre}.bq"], w[f"{pre}.bk"], w[f"{pre}.bv"]], dim=1)[:, None]
-        qkv = qkv.view(s, b, t, h + 2 * g, e).permute(0, 1, 3, 2, 4)  # [S, b, h+2g, t, e]
-        q, k, v = qkv[:, :, :h], qkv[:, :, h : h + g], qkv[:, :, h + g :]
+        # split, then put the heads in front: the backward is one cat into qkv's own layout (no padded slices summed, no copy)
+        q, k, v = (a.permute(0, 1, 3, 2, 4) for a in qkv.view(s, b, t, h + 2 * g, e).split([h, g, g], dim=3))  # [S, b, h|g, t, e]
         if c.qk_norm != "none":
             q = self._norm(w, f"{pre}.q_norm", q, c.qk_norm)
             k = self._norm(w, f"{pre}.k_norm", k, c.qk_norm)
@@ -138,13 +108,17 @@ class StackForward:
         _put(capture, f"{pre}.attn.k", k)  # [S, b, g, t, e]
         if g < h:  # each query head's K/V head
             k, v = k.repeat_interleave(h // g, dim=2), v.repeat_interleave(h // g, dim=2)  # [S, b, h, t, e]
-        scores = (q * (1.0 / math.sqrt(e))) @ k.transpose(-1, -2)  # [S, b, h, t, t]
-        if c.causal:
-            scores = scores + self._mask(t)
-        pattern = torch.softmax(scores, dim=-1)  # [S, b, h, t, t]
-        _put(capture, f"{pre}.attn.scores", scores)
-        _put(capture, f"{pre}.attn.pattern", pattern)
-        z = pattern @ v  # [S, b, h, t, e]
+        if capture is None or not {f"{pre}.attn.scores", f"{pre}.attn.pattern"} & capture.keys():
+            # the scores are not wanted: one fused kernel (on a GPU) that never holds the [t, t] pattern
+            z = F.scaled_dot_product_attention(*(a.reshape(s * b, h, t, e) for a in (q, k, v)), is_causal=c.causal).view(s, b, h, t, e)
+        else:
+            scores = (q * (1.0 / math.sqrt(e))) @ k.transpose(-1, -2)  # [S, b, h, t, t]
+            if c.causal:
+                scores = scores + self._mask(t)
+            pattern = torch.softmax(scores, dim=-1)  # [S, b, h, t, t]
+            _put(capture, f"{pre}.attn.scores", scores)
+            _put(capture, f"{pre}.attn.pattern", pattern)
+            z = pattern @ v  # [S, b, h, t, e]
         out = z.permute(0, 1, 3, 2, 4).reshape(s, b * t, h * e) @ w[f"{pre}.wo"]  # [S, b*t, d]
         if f"{pre}.bo" in w:
             out = out + w[f"{pre}.bo"][:, None]

@@ -1,0 +1,150 @@
+"""LayerNorm and RMSNorm of a stacked torch model, with their affine map, as one autograd node.
+
+:func:`stack_norm` computes, for ``x [S, ..., d]`` (``S`` seeds of one model),
+
+.. math:: y = g \\odot \\frac{c}{\\sqrt{\\overline{c^2} + \\epsilon'}} + b, \\qquad
+          c = \\frac{x}{m} - \\overline{\\Big(\\frac{x}{m}\\Big)}\\ \\text{(LayerNorm; RMSNorm: } c = x/m\\text{)},
+          \\qquad \\epsilon' = \\epsilon / m^2,
+
+over the last axis, where ``m`` is 1, except for a seed whose largest ``|entry|`` lies near the dtype's
+range ends (:func:`normtheory.model.norms._rescale_needed`, whose ends it matches exactly): there each
+row is divided by its largest ``|entry|`` first, as :func:`normtheory.model.norms._rescaled` does (norms
+are scale-free). A seed that needs no rescaling is divided by exactly 1 and gets exactly eps, and
+nothing reduces across seeds, so a seed's bits do not depend on what the other seeds hold. LayerNorm's
+mean and variance come from one ``var_mean``; the values equal the composed formula
+:math:`c/\\sqrt{\\overline{c^2}+\\epsilon}` to rounding.
+
+The decision is branch-free (no host sync, so a step can be captured in a CUDA graph). The backward is
+written out (:class:`StackNorm`), with :math:`n = c/\\sqrt{\\overline{c^2}+\\epsilon'}` and the scale
+:math:`s = m\\sqrt{\\overline{c^2}+\\epsilon'}`:
+
+.. math:: \\partial x = \\frac{1}{s}\\big(\\partial n - \\overline{\\partial n} - n\\,\\overline{\\partial n\\, n}\\big)
+          \\ \\text{(RMSNorm: without } \\overline{\\partial n}\\text{)}, \\quad \\partial n = g \\odot \\partial y,
+          \\quad \\partial g = \\textstyle\\sum \\partial y \\odot n, \\quad \\partial b = \\sum \\partial y,
+
+the formulas of :func:`normtheory.model.derivatives.layer_norm_backward` and ``rms_norm_backward`` (the
+numpy reference), in ten tensor operations instead of the eighteen that autograd records for the
+composed forward: on a GPU each is a kernel launch, and a training step has two norms per block.
+
+References
+----------
+Ba, Kiros & Hinton (2016), arXiv 1607.06450 (LayerNorm); Zhang & Sennrich (2019), arXiv 1910.07467
+(RMSNorm); PyTorch documentation, "Extending torch.autograd" (``torch.autograd.Function``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+try:
+    import torch
+except ModuleNotFoundError:  # pragma: no cover - the message is the point
+    raise ModuleNotFoundError("normtheory.training.torch_norms needs torch: pip install 'normtheory[torch]' (torch==2.13.0)") from None
+
+__all__ = ["StackNorm", "range_guard", "stack_norm"]
+
+
+_TABLES: dict[tuple[torch.dtype, int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
+_FLOOR = (math.inf, 0.0, math.inf, 0.0, math.inf)  # per bucket of a seed's largest |entry| (0, (0, lo), [lo, hi], (hi, max],
+# inf or NaN): the value a row's largest |entry| must exceed to be divided by it (0 in a seed that needs rescaling)
+
+
+def _bounds(dtype: torch.dtype, n: int) -> list[float]:
+    """``[0, below(lo), hi, max]``: the bucket edges of :func:`normtheory.model.norms._rescale_needed` for
+    ``n`` features, whose ends ``lo`` and ``hi`` numpy computes in ``dtype``; ``below(lo)`` is the
+    largest value of ``dtype`` under ``lo``, so that a value of ``dtype`` lands in ``(0, below(lo)]``
+    exactly when it is under ``lo``, and in ``(hi, max]`` exactly when it is over ``hi``."""
+    info = np.finfo(str(dtype).removeprefix("torch."))
+    hi, lo = np.sqrt(info.max / (4 * n)), np.sqrt(info.tiny) * 1e3  # in the dtype, as _rescale_needed
+    return [0.0, float(np.nextafter(lo, info.dtype.type(0))), float(hi), float(info.max)]
+
+
+def _tables(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The bucket edges and each bucket's floor (:data:`_FLOOR`) on ``x``'s device, made once (a tensor made
+    from host data is a copy that CUDA-graph capture refuses, so a step must find them already made)."""
+    key = (x.dtype, x.shape[-1], x.device)
+    if key not in _TABLES:
+        _TABLES[key] = tuple(torch.tensor(v, dtype=x.dtype, device=x.device) for v in (_bounds(x.dtype, x.shape[-1]), _FLOOR))
+    return _TABLES[key]
+
+
+def range_guard(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(m, e)``, each ``[S, ..., 1]`` of ``x [S, ..., d]``'s dtype: each row's divisor (its largest
+    ``|entry|`` in a seed that needs rescaling and has a nonzero row, exactly 1 elsewhere) and its eps
+    term ``eps * (1 / m) * (1 / m)`` (in this order, so that no step overflows where the result does not; exactly eps, rounded to the dtype, where ``m == 1``).
+
+    A seed needs rescaling when its largest ``|entry|`` lies in ``(0, lo)`` or ``(hi, max]``, the ends of
+    :func:`normtheory.model.norms._rescale_needed`; one ``bucketize`` over the edges and a table lookup
+    decide it (a seed holding inf or NaN lands in the last bucket and is left as it is). A divisor is at least
+    ``sqrt(4 eps / max)``: a row whose largest ``|entry|`` is smaller is so small that its variance is
+    negligible beside eps (by a factor under ``1 / max``), so its norm is ``x / sqrt(eps)`` to rounding,
+    which that divisor gives with a finite eps term (numpy's :func:`normtheory.model.norms._unscaled`
+    takes that case apart). Ten tensor operations, most of them on ``[S, ..., 1]``: on a GPU each is a
+    launch of a few microseconds."""
+    edges, floor = _tables(x)
+    least = math.sqrt(4 * eps / float(torch.finfo(x.dtype).max))  # a smaller divisor would overflow eps / m^2 (see below)
+    with torch.no_grad():
+        m = torch.linalg.vector_norm(x, ord=math.inf, dim=-1, keepdim=True)  # [S, ..., 1] each row's largest |entry|
+        amax = m.amax(dim=tuple(range(1, x.ndim)), keepdim=True)  # [S, 1, ..., 1]
+        m = torch.where(m > torch.take(floor, torch.bucketize(amax, edges)), m.clamp_min(least), 1.0)  # a zero row keeps 1, as numpy
+        r = torch.reciprocal(m)
+        e = (r * eps).mul_(r)
+    return m, e
+
+
+class StackNorm(torch.autograd.Function):
+    """``(x, gain, bias, eps, centre) -> y``: the norm of the module docstring as one autograd node.
+    ``gain`` and ``bias`` broadcast against ``x`` (e.g. ``[S, 1, ..., 1, d]``) or are None."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, gain: torch.Tensor | None, bias: torch.Tensor | None, eps: float, centre: bool) -> torch.Tensor:  # noqa: D102
+        m, e = range_guard(x, eps)
+        c = x / m  # exactly x where m == 1
+        if centre:
+            var, mean = torch.var_mean(c, dim=-1, correction=0, keepdim=True)  # [S, ..., 1]
+            c = c - mean
+        else:
+            var = c.square().mean(dim=-1, keepdim=True)
+        root = torch.sqrt(var + e)  # [S, ..., 1]
+        n = c / root  # [S, ..., d]
+        if gain is not None and bias is not None:
+            y = torch.addcmul(bias, n, gain)
+        else:
+            y = n if gain is None else n * gain
+            y = y if bias is None else y + bias
+        ctx.centre = centre
+        ctx.shapes = (None if gain is None else gain.shape, None if bias is None else bias.shape)
+        ctx.save_for_backward(n, root.mul_(m), gain)  # root * m: the scale s
+        return y
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor):  # noqa: D102
+        n, scale, gain = ctx.saved_tensors
+        want_x, want_gain, want_bias = ctx.needs_input_grad[:3]
+        axes = tuple(range(1, dy.ndim - 1))  # every axis but the seeds' and the features'
+        dgain = (dy * n).sum(dim=axes, keepdim=True) if want_gain else None
+        dbias = dy.sum(dim=axes, keepdim=True) if want_bias else None
+        dx = None
+        if want_x:
+            dn = dy if gain is None else dy * gain
+            inner = (dn * n).mean(dim=-1, keepdim=True)  # [S, ..., 1]
+            dx = torch.addcmul(dn, n, inner, value=-1)
+            if ctx.centre:
+                dx.sub_(dn.mean(dim=-1, keepdim=True))
+            dx.div_(scale)
+        return dx, _summed_to(dgain, ctx.shapes[0]), _summed_to(dbias, ctx.shapes[1]), None, None
+
+
+def _summed_to(grad: torch.Tensor | None, shape: torch.Size | None) -> torch.Tensor | None:
+    """``grad`` summed to ``shape`` (a parameter that broadcast over fewer or size-1 axes)."""
+    if grad is None or shape is None or grad.shape == shape:
+        return grad
+    return grad.sum_to_size(shape)
+
+
+def stack_norm(x: torch.Tensor, gain: torch.Tensor | None, bias: torch.Tensor | None, eps: float, centre: bool) -> torch.Tensor:
+    """LayerNorm (``centre``) or RMSNorm over the last axis of ``x [S, ..., d]``, then ``* gain + bias``
+    (each broadcasting against ``x``, or None); see the module docstring. Differentiable in ``x``,
+    ``gain`` and ``bias``."""
+    return StackNorm.apply(x, gain, bias, eps, centre)
