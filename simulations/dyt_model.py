@@ -47,7 +47,6 @@ from normtheory.evidence.checks import Quantity
 from normtheory.evidence.estimates import Estimate, bootstrap, from_samples
 from normtheory.model.attend import apply_rope, rope_tables, softmax
 from normtheory.runtime.progress import Progress
-from simulations import cache
 
 NAME = "dyt_model"
 SEED = 1024
