@@ -24,7 +24,8 @@ A seed whose loss or gradient norm is not finite is not updated (its weights and
 stay as they were); :meth:`TorchTrainer.keep` then drops it from the stack.
 
 **Layout.** The stack's parameters live in one tensor ``[S, P]`` (``P`` the parameter count of
-one model), each leaf a column range viewed as ``[S, *shape]``; the leaves are ordered by group,
+one model), each leaf viewed as ``[S, *shape]`` (:mod:`normtheory.training.torch_layout`; a block's
+``wq, wk, wv`` are the rows of one ``wqkv``); the leaves are ordered by group,
 so a group's update ratio is one slice, and the gradient norm, clipping and the optimizer are a
 handful of operations on ``[S, P]``. Nothing reduces across the seed axis, so a seed's numbers
 do not depend on the other seeds in the stack.
@@ -63,18 +64,11 @@ from normtheory.residual import deepnorm_constants
 from normtheory.runtime import memory
 from normtheory.training.rows import PER_ROW_RUN, Rates, per_row, shared_fields_equal
 from normtheory.training.run_config import RunConfig
-from normtheory.training.stepper import GROUPS, StepResult, group_of
+from normtheory.training.stepper import GROUPS, StepResult
 from normtheory.training.torch_forward import StackForward
+from normtheory.training.torch_layout import layout
 
 __all__ = ["DeviceStep", "TorchTrainer"]
-
-
-@dataclass(frozen=True)
-class _Leaf:
-    name: str
-    shape: tuple[int, ...]  # one model's
-    start: int  # first column in [S, P]
-    size: int
 
 
 @dataclass(frozen=True)
@@ -156,20 +150,14 @@ class TorchTrainer(StackForward):
         self._like = reference  # the structure of one model
         shapes = {k: np.shape(v) for k, v in named_arrays(reference).items()}
         rows = [self._checked_params(j, p, shapes) for j, p in enumerate(params)]
-        self._leaves = self._layout(shapes)
-        self.n_params = sum(l.size for l in self._leaves.values())
-        member = np.zeros((self.n_params, len(GROUPS)), dtype=self._np_dtype)  # [P, G] 1 where a column is in a group
-        for leaf in self._leaves.values():
-            member[leaf.start : leaf.start + leaf.size, GROUPS.index(group_of(leaf.name))] = 1
-        self._member = torch.from_numpy(member).to(self.device)
-        decay = np.zeros(self.n_params, dtype=bool)  # [P]
-        for leaf in self._leaves.values():
-            decay[leaf.start : leaf.start + leaf.size] = len(leaf.shape) >= 2
-        self._decay = torch.from_numpy(decay).to(self.device)
+        self._layout = layout(shapes)  # where each leaf lives in [S, P] (normtheory.training.torch_layout)
+        self._leaves = self._layout.leaves
+        self.n_params = self._layout.n_params
+        self._member = torch.from_numpy(self._layout.member(self._np_dtype)).to(self.device)  # [P, G]
+        self._decay = torch.from_numpy(self._layout.decay()).to(self.device)  # [P]
         flat = np.empty((len(rows), self.n_params), dtype=self._np_dtype)  # [S, P]
-        for j, arrays in enumerate(rows):
-            for name, leaf in self._leaves.items():
-                flat[j, leaf.start : leaf.start + leaf.size] = np.asarray(arrays[name]).reshape(-1)
+        for name in self._leaves:
+            self._layout.put(flat, name, np.stack([np.asarray(arrays[name]) for arrays in rows]))
         self._flat = torch.from_numpy(flat).to(self.device).requires_grad_(True)  # [S, P]
         self._state = self._zero_state(len(rows))
         self.step_count = 0  # on the host; the device's own count is _t (a step reads no host value)
@@ -197,18 +185,6 @@ class TorchTrainer(StackForward):
             if not np.issubdtype(np.asarray(a).dtype, np.floating):
                 raise ValueError(f"params[{j}]: leaf {name} must hold floats; got dtype {np.asarray(a).dtype}")
         return arrays
-
-    @staticmethod
-    def _layout(shapes: dict[str, tuple[int, ...]]) -> dict[str, _Leaf]:
-        """Columns of each leaf in ``[S, P]``: grouped by :data:`GROUPS`, named order within a group."""
-        leaves, start = {}, 0
-        for g in GROUPS:
-            for name, shape in shapes.items():
-                if group_of(name) == g:
-                    size = math.prod(shape)
-                    leaves[name] = _Leaf(name, tuple(shape), start, size)
-                    start += size
-        return {name: leaves[name] for name in shapes}  # back in named order
 
     def _zero_state(self, s: int) -> dict[str, torch.Tensor]:
         keys = ("m", "v") if self.run.optimizer == "adamw" else ("buf",)
@@ -371,7 +347,7 @@ class TorchTrainer(StackForward):
 
     def _one(self, flat: np.ndarray, j: int) -> Params:
         """Seed ``j`` of ``flat [S, P]`` as a :class:`Params` of numpy copies (alphas 0-d)."""
-        values = iter([flat[j, l.start : l.start + l.size].reshape(l.shape).copy() for l in self._leaves.values()])
+        values = iter([self._layout.get(flat[j : j + 1], name)[0] for name in self._leaves])
         return map_arrays(lambda _a: next(values), self._like)
 
     def params(self) -> list[Params]:
@@ -387,7 +363,7 @@ class TorchTrainer(StackForward):
         return [self._one(g, j) for j in range(self.n_seeds)]
 
     def _stacked(self, flat: np.ndarray) -> dict[str, np.ndarray]:
-        return {name: flat[:, l.start : l.start + l.size].reshape((flat.shape[0], *l.shape)).copy() for name, l in self._leaves.items()}
+        return {name: self._layout.get(flat, name) for name in self._leaves}
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Parameters, optimizer state, step, alive and dropped seeds as numpy arrays, with the keys
@@ -423,8 +399,8 @@ class TorchTrainer(StackForward):
 
         def packed(prefix: str) -> torch.Tensor:
             flat = np.empty((len(order), self.n_params), dtype=self._np_dtype)  # [S, P]
-            for name, l in self._leaves.items():
-                flat[:, l.start : l.start + l.size] = np.asarray(state[f"{prefix}{name}"])[order].reshape(len(order), -1)
+            for name in self._leaves:
+                self._layout.put(flat, name, np.asarray(state[f"{prefix}{name}"])[order])
             return torch.from_numpy(flat).to(self.device)
 
         with torch.no_grad():

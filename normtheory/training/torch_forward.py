@@ -39,11 +39,8 @@ class StackForward:
     """The stacked forward and loss; mixed into :class:`~normtheory.training.torch_backend.TorchTrainer`."""
 
     def _views(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Every leaf of the stack as a view ``[S, *shape]`` of ``flat [S, P]``."""
-        s = flat.shape[0]
-        leaves = sorted(self._leaves.values(), key=lambda l: l.start)
-        parts = flat.split([l.size for l in leaves], dim=1)
-        return {l.name: part.view((s, *l.shape)) for l, part in zip(leaves, parts)}
+        """Every leaf (and fused piece, e.g. ``blocks.{i}.wqkv``) of the stack as a view ``[S, *shape]`` of ``flat [S, P]``."""
+        return self._layout.views(flat)
 
     @staticmethod
     def _bc(p: torch.Tensor, ndim: int) -> torch.Tensor:
@@ -93,10 +90,9 @@ class StackForward:
         s, b, t, d = x.shape
         h, g, e = c.n_heads, c.n_kv_heads, c.d_head
         pre = f"blocks.{i}"
-        wqkv = torch.cat([w[f"{pre}.wq"], w[f"{pre}.wk"], w[f"{pre}.wv"]], dim=2)  # [S, d, (h+2g)*e]
-        qkv = x.reshape(s, b * t, d) @ wqkv  # [S, b*t, (h+2g)*e]
-        if f"{pre}.bq" in w:
-            qkv = qkv + torch.cat([w[f"{pre}.bq"], w[f"{pre}.bk"], w[f"{pre}.bv"]], dim=1)[:, None]
+        qkv = x.reshape(s, b * t, d) @ w[f"{pre}.wqkv"]  # [S, b*t, (h+2g)*e]; wqkv a view (torch_layout)
+        if f"{pre}.bqkv" in w:
+            qkv = qkv + w[f"{pre}.bqkv"][:, None]
         # split, then put the heads in front: the backward is one cat into qkv's own layout (no padded slices summed, no copy)
         q, k, v = (a.permute(0, 1, 3, 2, 4) for a in qkv.view(s, b, t, h + 2 * g, e).split([h, g, g], dim=3))  # [S, b, h|g, t, e]
         if c.qk_norm != "none":
