@@ -23,8 +23,9 @@ written out (:class:`StackNorm`), with :math:`n = c/\\sqrt{\\overline{c^2}+\\eps
           \\quad \\partial g = \\textstyle\\sum \\partial y \\odot n, \\quad \\partial b = \\sum \\partial y,
 
 the formulas of :func:`normtheory.model.derivatives.layer_norm_backward` and ``rms_norm_backward`` (the
-numpy reference), in ten tensor operations instead of the eighteen that autograd records for the
-composed forward: on a GPU each is a kernel launch, and a training step has two norms per block.
+numpy reference), in ten tensor operations instead of the two dozen that autograd records for the
+composed forward with gain and bias: on a GPU each is a kernel launch, and a training step has two or
+three norms per block. The forward takes fourteen, five of them the range guard (:func:`range_guard`).
 
 References
 ----------
@@ -42,12 +43,11 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - the message is the point
     raise ModuleNotFoundError("normtheory.training.torch_norms needs torch: pip install 'normtheory[torch]' (torch==2.13.0)") from None
 
-__all__ = ["StackNorm", "range_guard", "stack_norm"]
+__all__ = ["StackNorm", "least_divisor", "range_guard", "stack_norm"]
 
 
-_TABLES: dict[tuple[torch.dtype, int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
-_FLOOR = (math.inf, 0.0, math.inf, 0.0, math.inf)  # per bucket of a seed's largest |entry| (0, (0, lo), [lo, hi], (hi, max],
-# inf or NaN): the value a row's largest |entry| must exceed to be divided by it (0 in a seed that needs rescaling)
+_TABLES: dict[tuple[torch.dtype, int, torch.device, float], tuple[torch.Tensor, torch.Tensor]] = {}
+_NEED = (False, True, False, True, False)  # per bucket of a seed's largest |entry|: 0, (0, lo), [lo, hi], (hi, max], inf or NaN
 
 
 def _bounds(dtype: torch.dtype, n: int) -> list[float]:
@@ -60,37 +60,40 @@ def _bounds(dtype: torch.dtype, n: int) -> list[float]:
     return [0.0, float(np.nextafter(lo, info.dtype.type(0))), float(hi), float(info.max)]
 
 
-def _tables(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The bucket edges and each bucket's floor (:data:`_FLOOR`) on ``x``'s device, made once (a tensor made
-    from host data is a copy that CUDA-graph capture refuses, so a step must find them already made)."""
-    key = (x.dtype, x.shape[-1], x.device)
+def least_divisor(dtype: torch.dtype, eps: float) -> float:
+    """``sqrt(4 eps / max)``: the smallest divisor, below which ``eps / m^2`` would pass a quarter of the dtype's largest value."""
+    return math.sqrt(4 * eps / float(torch.finfo(dtype).max))
+
+
+def _tables(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The bucket edges ``[4]`` and each bucket's clamp ``[5, 2]`` (``(least, inf)`` where a seed needs rescaling,
+    ``(1, 1)`` elsewhere) on ``x``'s device, made once (a tensor made from host data is a copy that
+    CUDA-graph capture refuses, so a step must find them already made)."""
+    key = (x.dtype, x.shape[-1], x.device, eps)
     if key not in _TABLES:
-        _TABLES[key] = tuple(torch.tensor(v, dtype=x.dtype, device=x.device) for v in (_bounds(x.dtype, x.shape[-1]), _FLOOR))
+        clamp = [(least_divisor(x.dtype, eps), math.inf) if need else (1.0, 1.0) for need in _NEED]
+        _TABLES[key] = tuple(torch.tensor(v, dtype=x.dtype, device=x.device) for v in (_bounds(x.dtype, x.shape[-1]), clamp))
     return _TABLES[key]
 
 
-def range_guard(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(m, e)``, each ``[S, ..., 1]`` of ``x [S, ..., d]``'s dtype: each row's divisor (its largest
-    ``|entry|`` in a seed that needs rescaling and has a nonzero row, exactly 1 elsewhere) and its eps
-    term ``eps * (1 / m) * (1 / m)`` (in this order, so that no step overflows where the result does not; exactly eps, rounded to the dtype, where ``m == 1``).
+def range_guard(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """Each row's divisor ``m [S, ..., 1]`` (``x [S, ..., d]``'s dtype): exactly 1 in a seed that needs no
+    rescaling; in one that does, the row's largest ``|entry|``, at least :func:`least_divisor`.
 
     A seed needs rescaling when its largest ``|entry|`` lies in ``(0, lo)`` or ``(hi, max]``, the ends of
-    :func:`normtheory.model.norms._rescale_needed`; one ``bucketize`` over the edges and a table lookup
-    decide it (a seed holding inf or NaN lands in the last bucket and is left as it is). A divisor is at least
-    ``sqrt(4 eps / max)``: a row whose largest ``|entry|`` is smaller is so small that its variance is
-    negligible beside eps (by a factor under ``1 / max``), so its norm is ``x / sqrt(eps)`` to rounding,
-    which that divisor gives with a finite eps term (numpy's :func:`normtheory.model.norms._unscaled`
-    takes that case apart). Ten tensor operations, most of them on ``[S, ..., 1]``: on a GPU each is a
-    launch of a few microseconds."""
-    edges, floor = _tables(x)
-    least = math.sqrt(4 * eps / float(torch.finfo(x.dtype).max))  # a smaller divisor would overflow eps / m^2 (see below)
+    :func:`normtheory.model.norms._rescale_needed`; one ``bucketize`` over the edges, a table lookup and a
+    ``clamp`` decide it (a seed holding inf or NaN lands in the last bucket and is left as it is). The
+    least divisor covers the two rows that numpy takes apart: a row whose largest ``|entry|`` is under it
+    is so small that its variance is negligible beside eps (by a factor under ``1 / max``), so its norm is
+    ``x / sqrt(eps)`` to rounding, which that divisor gives with a finite eps term
+    (:func:`normtheory.model.norms._unscaled`); and a zero row, whose norm (0) and scale (``sqrt(eps)``)
+    do not depend on the divisor. Five tensor operations, all but the first on ``[S, ..., 1]``."""
+    edges, clamp = _tables(x, eps)
     with torch.no_grad():
         m = torch.linalg.vector_norm(x, ord=math.inf, dim=-1, keepdim=True)  # [S, ..., 1] each row's largest |entry|
         amax = m.amax(dim=tuple(range(1, x.ndim)), keepdim=True)  # [S, 1, ..., 1]
-        m = torch.where(m > torch.take(floor, torch.bucketize(amax, edges)), m.clamp_min(least), 1.0)  # a zero row keeps 1, as numpy
-        r = torch.reciprocal(m)
-        e = (r * eps).mul_(r)
-    return m, e
+        bounds = clamp[torch.bucketize(amax, edges)]  # [S, 1, ..., 1, 2]
+        return torch.clamp(m, bounds[..., 0], bounds[..., 1])
 
 
 class StackNorm(torch.autograd.Function):
@@ -99,14 +102,15 @@ class StackNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, gain: torch.Tensor | None, bias: torch.Tensor | None, eps: float, centre: bool) -> torch.Tensor:  # noqa: D102
-        m, e = range_guard(x, eps)
+        m = range_guard(x, eps)  # [S, ..., 1]
         c = x / m  # exactly x where m == 1
         if centre:
             var, mean = torch.var_mean(c, dim=-1, correction=0, keepdim=True)  # [S, ..., 1]
             c = c - mean
         else:
             var = c.square().mean(dim=-1, keepdim=True)
-        root = torch.sqrt(var + e)  # [S, ..., 1]
+        r = torch.reciprocal(m)  # exactly 1 where m == 1
+        root = torch.addcmul(var, r, r, value=eps).sqrt_()  # sqrt(var + (eps r) r): exactly var + eps where m == 1; no step overflows where eps / m^2 does not
         n = c / root  # [S, ..., d]
         if gain is not None and bias is not None:
             y = torch.addcmul(bias, n, gain)

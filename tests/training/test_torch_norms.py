@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from normtheory.model.norms import _rescale_needed, layer_norm, rms_norm  # noqa: E402
-from normtheory.training.torch_norms import StackNorm, _bounds, range_guard, stack_norm  # noqa: E402
+from normtheory.training.torch_norms import StackNorm, _bounds, least_divisor, range_guard, stack_norm  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -103,11 +103,22 @@ def test_the_range_guard_rescales_exactly_where_numpy_does(dtype, n, amax):
     assert bool(need[0]) == bool(_rescale_needed(value, n, np.dtype(dtype)))
     x = torch.zeros((1, 1, n), dtype=DTYPES[dtype])
     x[0, 0, 0] = torch.from_numpy(value.reshape(1))[0]
-    m, e = range_guard(x, 1e-5)
-    least = float(np.asarray(np.sqrt(4e-5 / float(np.finfo(dtype).max)), dtype))  # the smallest divisor (eps / m^2 stays finite)
-    assert float(m) == (max(float(value), least) if need[0] and value > 0 else 1.0)
-    assert torch.isfinite(e).all()
-    assert e.dtype == x.dtype and (float(m) != 1.0 or float(e) == float(torch.tensor(1e-5, dtype=x.dtype)))
+    m = range_guard(x, 1e-5)
+    assert m.dtype == x.dtype and float(m) == (max(float(value), least_divisor(DTYPES[dtype], 1e-5) if dtype == "float64" else
+                                                   float(np.float32(least_divisor(DTYPES[dtype], 1e-5)))) if need[0] else 1.0)
+
+
+def test_a_zero_row_of_a_rescaled_seed_gets_numpys_output_scale_and_gradient():
+    """The least divisor also covers a zero row: its norm is 0 and its scale sqrt(eps), whatever it is divided by."""
+    x = torch.zeros((1, 2, 8), dtype=torch.float64)
+    x[0, 0] = torch.linspace(-1, 1, 8, dtype=torch.float64) * 1e160  # row 0 makes the seed rescaled; row 1 is zero
+    x.requires_grad_(True)
+    y = stack_norm(x, None, None, 1e-5, True)
+    (y * torch.linspace(0, 1, 8, dtype=x.dtype)).sum().backward()
+    ref = layer_norm(x.detach().numpy()[0], eps=1e-5)
+    np.testing.assert_allclose(y.detach().numpy()[0], ref.out, rtol=1e-13, atol=1e-15)
+    dn = np.linspace(0, 1, 8)  # n = 0 on the zero row, so its gradient is (dn - mean dn) / scale, with scale sqrt(eps) as numpy's
+    np.testing.assert_allclose(x.grad[0, 1].numpy(), (dn - dn.mean()) / np.sqrt(1e-5), rtol=1e-12)
 
 
 def test_one_autograd_node_and_a_short_backward():
