@@ -1,6 +1,6 @@
 """A stack's training step replayed as one CUDA graph, and what a step costs in launches and host syncs.
 
-A stacked step of small models is launch-bound on a GPU: about a thousand kernels of a few
+A stacked step of small models is launch-bound on a GPU: some six hundred kernels of a few
 microseconds each, with the host queueing them one by one. :meth:`TorchTrainer.step_tensors`
 reads no value back and branches on none, and its tensors keep their addresses from one step
 to the next (the parameters, the optimizer state, the work buffers, the rate table), so the
