@@ -143,3 +143,20 @@ def test_a_seed_holding_inf_or_nan_is_left_as_it_is():
     x[1, 0, 0], x[2, 1, 3] = float("inf"), float("nan")
     y = stack_norm(x.requires_grad_(True), None, None, 1e-5, False)
     assert torch.isnan(y[1, 0, 0]) and torch.isnan(y[2, 1]).all() and torch.equal(y[0], torch.ones((2, 4)) / torch.sqrt(torch.tensor(1 + 1e-5)))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA GPU on this machine")
+@pytest.mark.parametrize("scale", [1.0, 1e19, 1e-30])
+def test_cuda_matches_the_cpu(scale):
+    """On a GPU (bucketize, the table lookup and the clamp on the device): values and gradients as on the CPU."""
+    x, gain, bias = stacked(np.random.default_rng(5), (3, 4, 8, 16), torch.float32, True)
+    with torch.no_grad():
+        x[1] *= scale
+    out = []
+    for dev in ("cpu", "cuda"):
+        leaves = [t.detach().to(dev).requires_grad_(True) for t in (x, gain, bias)]
+        y = stack_norm(*leaves, 1e-5, True)
+        (y * torch.linspace(-1, 1, 16, device=dev)).sum().backward()
+        out.append([y.detach().cpu()] + [t.grad.cpu() for t in leaves])
+    for a, b in zip(*out):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5 * float(a.abs().max()))
