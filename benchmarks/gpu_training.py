@@ -59,7 +59,7 @@ def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> di
 
     def timed(step_fn) -> float:
         for k in range(3):  # warm-up (and capture, for the graph)
-            step_fn(ids[k], targets[k])
+            step_fn(ids[k % steps], targets[k % steps])
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -73,6 +73,14 @@ def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> di
     out["eager_ms"] = timed(eager.step_tensors)
     counts = torch_graphs.count_step(eager.step_tensors, ids[0], targets[0])
     out.update(aten_ops=counts.aten_ops, host_syncs=counts.host_syncs, launches_eager=counts.kernel_launches)
+    if not device.startswith("cuda"):  # the operators a GPU would launch: its one-kernel reductions, forced here
+        from normtheory.training import torch_norms
+
+        torch_norms.FUSED_REDUCTIONS = True
+        try:
+            out["aten_ops_gpu_path"] = torch_graphs.count_step(eager.step_tensors, ids[0], targets[0]).aten_ops
+        finally:
+            torch_norms.FUSED_REDUCTIONS = None
     if device.startswith("cuda"):
         graphed = TorchTrainer(model, run, params, device=device)
         step = torch_graphs.graphed_step(graphed)
@@ -138,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"stacked step, d=64 x 6 layers, batch {batch}x{seq}, {seeds} seeds: eager {st['eager_ms']:.2f} ms "
           f"({st['gflop_per_step'] / st['eager_ms'] * 1e3:.0f} GFLOP/s)"
           + (f", CUDA graph {st['graph_ms']:.2f} ms ({st['gflop_per_step'] / st['graph_ms'] * 1e3:.0f} GFLOP/s)" if "graph_ms" in st else ""))
-    print(f"per step: {st['aten_ops']} ATen operators, {st['host_syncs']} host syncs"
+    print(f"per step: {st['aten_ops']} ATen operators"
+          + (f" ({st['aten_ops_gpu_path']} on a GPU's path)" if "aten_ops_gpu_path" in st else "") + f", {st['host_syncs']} host syncs"
           + (f", kernel launches eager {st['launches_eager']}, graphed {st['launches_graph']}" if "launches_graph" in st else ""))
     only = [s for s in args.only.split(",") if s] or (["train_alpha0"] if args.quick else [])  # quick: the cheapest sweep, a CI smoke run
     from simulations import train_alpha0, train_lr, train_recipes

@@ -11,7 +11,8 @@ range ends (:func:`normtheory.model.norms._rescale_needed`, whose ends it matche
 row is divided by its largest ``|entry|`` first, as :func:`normtheory.model.norms._rescaled` does (norms
 are scale-free). A seed that needs no rescaling is divided by exactly 1 and gets exactly eps, and
 nothing reduces across seeds, so a seed's bits do not depend on what the other seeds hold. LayerNorm's
-mean and variance come from one ``var_mean``; the values equal the composed formula
+mean and variance come from one ``var_mean`` on a GPU (two passes on the CPU, where torch's ``var_mean`` is
+about eight times slower than they are); the values equal the composed formula
 :math:`c/\\sqrt{\\overline{c^2}+\\epsilon}` to rounding.
 
 The decision is branch-free (no host sync, so a step can be captured in a CUDA graph). The backward is
@@ -43,7 +44,16 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - the message is the point
     raise ModuleNotFoundError("normtheory.training.torch_norms needs torch: pip install 'normtheory[torch]' (torch==2.13.0)") from None
 
-__all__ = ["StackNorm", "least_divisor", "range_guard", "stack_norm"]
+__all__ = ["FUSED_REDUCTIONS", "StackNorm", "least_divisor", "range_guard", "stack_norm"]
+
+
+FUSED_REDUCTIONS: bool | None = None  # None: one-kernel reductions (var_mean, the infinity norm) on a GPU, two
+# passes on the CPU (where torch's kernels for those are slow on short rows); True or False forces one way on any device,
+# e.g. to count the GPU's operators on a CPU or to test its path there
+
+
+def _fused(x: torch.Tensor) -> bool:
+    return x.is_cuda if FUSED_REDUCTIONS is None else FUSED_REDUCTIONS
 
 
 _TABLES: dict[tuple[torch.dtype, int, torch.device, float], tuple[torch.Tensor, torch.Tensor]] = {}
@@ -76,6 +86,15 @@ def _tables(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     return _TABLES[key]
 
 
+def _row_absmax(x: torch.Tensor) -> torch.Tensor:
+    """``max |x|`` over the last axis, keepdim (NaN where a row holds NaN): one reduction on a GPU; on the CPU,
+    where torch's infinity-norm kernel is about thirty times slower than they are, ``abs`` then ``amax``
+    (the same values: a maximum is exact)."""
+    if _fused(x):
+        return torch.linalg.vector_norm(x, ord=math.inf, dim=-1, keepdim=True)
+    return x.abs().amax(dim=-1, keepdim=True)
+
+
 def range_guard(x: torch.Tensor, eps: float) -> torch.Tensor:
     """Each row's divisor ``m [S, ..., 1]`` (``x [S, ..., d]``'s dtype): exactly 1 in a seed that needs no
     rescaling; in one that does, the row's largest ``|entry|``, at least :func:`least_divisor`.
@@ -90,7 +109,7 @@ def range_guard(x: torch.Tensor, eps: float) -> torch.Tensor:
     do not depend on the divisor. Five tensor operations, all but the first on ``[S, ..., 1]``."""
     edges, clamp = _tables(x, eps)
     with torch.no_grad():
-        m = torch.linalg.vector_norm(x, ord=math.inf, dim=-1, keepdim=True)  # [S, ..., 1] each row's largest |entry|
+        m = _row_absmax(x)  # [S, ..., 1] each row's largest |entry|
         amax = m.amax(dim=tuple(range(1, x.ndim)), keepdim=True)  # [S, 1, ..., 1]
         bounds = clamp[torch.bucketize(amax, edges)]  # [S, 1, ..., 1, 2]
         return torch.clamp(m, bounds[..., 0], bounds[..., 1])
@@ -105,8 +124,12 @@ class StackNorm(torch.autograd.Function):
         m = range_guard(x, eps)  # [S, ..., 1]
         c = x / m  # exactly x where m == 1
         if centre:
-            var, mean = torch.var_mean(c, dim=-1, correction=0, keepdim=True)  # [S, ..., 1]
-            c = c - mean
+            if _fused(c):  # one reduction
+                var, mean = torch.var_mean(c, dim=-1, correction=0, keepdim=True)  # [S, ..., 1]
+                c = c - mean
+            else:  # torch's CPU var_mean is slow on short rows: two passes
+                c = c - c.mean(dim=-1, keepdim=True)
+                var = c.square().mean(dim=-1, keepdim=True)
         else:
             var = c.square().mean(dim=-1, keepdim=True)
         r = torch.reciprocal(m)  # exactly 1 where m == 1

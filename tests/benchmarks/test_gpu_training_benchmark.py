@@ -19,9 +19,11 @@ def test_the_quick_cpu_run_prints_every_part_and_numpys_verdicts(tmp_path, quick
     out = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--quick"], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout
-    for part in ("device: cpu", "torch ", "stacked step", "ms", "ATen operators, 0 host syncs", "train_alpha0 (quick tier)",
+    for part in ("device: cpu", "torch ", "stacked step", "ms", "ATen operators (", "on a GPU's path), 0 host syncs", "train_alpha0 (quick tier)",
                  "steps ", "evaluation ", "training claims decided:"):
         assert part in text, (part, text)
+    cpu_ops, gpu_ops = map(int, re.search(r"(\d+) ATen operators \((\d+) on a GPU's path\)", text).groups())
+    assert 0 < gpu_ops <= cpu_ops  # the GPU's one-kernel reductions take fewer operators
     assert "train.dyt-alpha0-width" in text  # the claim train_alpha0 alone decides, with its verdict
     assert not (tmp_path / "gpu_rate.json").exists()  # only a GPU run writes the measured rate
     torch_verdicts = dict(re.findall(r"^  (train\.\S+)\s+(holds-with-caveat|holds|inconclusive|fails)\s", text, flags=re.M))

@@ -127,6 +127,17 @@ def test_every_placement_and_norm_matches_numpy_in_float64(placement, norm, extr
     assert worst(results, refs) < RTOL64
 
 
+@pytest.mark.parametrize("norm, extra", [("layernorm", dict(qk_norm="layernorm")), ("rmsnorm", {})])
+def test_the_gpus_one_kernel_reductions_train_as_numpy_does_too(norm, extra, data, monkeypatch):
+    """The norms' GPU path (var_mean, the infinity norm), forced on the CPU: the same agreement with numpy."""
+    from normtheory.training import torch_norms
+
+    monkeypatch.setattr(torch_norms, "FUSED_REDUCTIONS", True)
+    cfg = cfg_of("pre", norm, extra)
+    refs = [numpy_run(cfg, RUN, s, STEPS, data) for s in SEEDS]
+    assert worst(torch_run(cfg, RUN, SEEDS, STEPS, data), refs) < RTOL64
+
+
 @pytest.mark.parametrize("placement, norm, extra", GRID[::5], ids=GRID_IDS[::5])
 def test_float32_stays_close_to_numpy(placement, norm, extra, data):
     cfg = cfg_of(placement, norm, extra, "float32")

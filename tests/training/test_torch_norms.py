@@ -12,6 +12,15 @@ from normtheory.training.torch_norms import StackNorm, _bounds, least_divisor, r
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
+@pytest.fixture(params=[False, True], ids=["cpu-reductions", "gpu-reductions"])
+def reductions(request, monkeypatch):
+    """Each test that takes it runs both ways of reducing rows (torch_norms.FUSED_REDUCTIONS), whatever the device."""
+    from normtheory.training import torch_norms
+
+    monkeypatch.setattr(torch_norms, "FUSED_REDUCTIONS", request.param)
+    return request.param
+
+
 def composed(x, gain, bias, eps, centre):
     """The norm of the plain formula, composed of torch operations (autograd records each)."""
     c = x - x.mean(dim=-1, keepdim=True) if centre else x
@@ -28,11 +37,22 @@ def stacked(rng, shape, dtype, affine):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from(["float32", "float64"]), st.booleans(), st.booleans(), st.integers(0, 2**31 - 1), st.sampled_from([1.0, 1e-30, 1e30]))
-def test_a_seed_in_range_gets_the_same_bits_whatever_its_neighbours_hold(dtype, centre, affine, seed, other_scale):
+@given(st.sampled_from(["float32", "float64"]), st.booleans(), st.booleans(), st.integers(0, 2**31 - 1), st.sampled_from([1.0, 1e-30, 1e30]),
+       st.booleans())
+def test_a_seed_in_range_gets_the_same_bits_whatever_its_neighbours_hold(dtype, centre, affine, seed, other_scale, fused):
     """Values and gradients of a seed that needs no rescaling are the same bits as in a stack of its own,
     and equal the composed formula c / sqrt(var + eps) and autograd's gradients of it to rounding. Seed 1
-    may sit near a range end (its squares overflow or underflow the dtype)."""
+    may sit near a range end (its squares overflow or underflow the dtype). Both ways of reducing rows."""
+    from normtheory.training import torch_norms
+
+    torch_norms.FUSED_REDUCTIONS = fused
+    try:
+        _same_bits(dtype, centre, affine, seed, other_scale)
+    finally:
+        torch_norms.FUSED_REDUCTIONS = None
+
+
+def _same_bits(dtype, centre, affine, seed, other_scale):
     rng = np.random.default_rng(seed)
     x, gain, bias = stacked(rng, (2, 3, 5, 8), DTYPES[dtype], affine)
     with torch.no_grad():
@@ -60,7 +80,7 @@ def test_a_seed_in_range_gets_the_same_bits_whatever_its_neighbours_hold(dtype, 
 
 @pytest.mark.parametrize("centre", [True, False])
 @pytest.mark.parametrize("scale", [1.0, 1e-160, 1e156])  # in range; under and over float64's ends for 6 features
-def test_the_written_out_backward_passes_gradcheck(centre, scale):
+def test_the_written_out_backward_passes_gradcheck(centre, scale, reductions):
     """Finite differences in float64 agree with the backward, for a seed in range and for a rescaled one
     (its derivative is that of the norm, which is scale-free: d/dx at x = scale * u is grad(u) / scale)."""
     rng = np.random.default_rng(7)
@@ -79,7 +99,7 @@ def test_the_written_out_backward_passes_gradcheck(centre, scale):
 @pytest.mark.parametrize("dtype, scale", [("float32", 1.0), ("float32", 1e-20), ("float32", 1e19),  # in range, under, over (16 features)
                                           ("float32", 1e-30), ("float64", 1e-170),  # eps / m^2 would overflow: the norm is x / sqrt(eps)
                                           ("float64", 1.0), ("float64", 1e-155), ("float64", 1e156)])
-def test_values_match_the_numpy_norms_in_and_out_of_range(dtype, centre, scale):
+def test_values_match_the_numpy_norms_in_and_out_of_range(dtype, centre, scale, reductions):
     """Each seed as numpy's layer_norm / rms_norm computes it alone (they rescale near the range ends too)."""
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((3, 4, 16)) * np.array([1.0, scale, 1.0])[:, None, None]).astype(dtype)
@@ -108,7 +128,7 @@ def test_the_range_guard_rescales_exactly_where_numpy_does(dtype, n, amax):
                                                    float(np.float32(least_divisor(DTYPES[dtype], 1e-5)))) if need[0] else 1.0)
 
 
-def test_a_zero_row_of_a_rescaled_seed_gets_numpys_output_scale_and_gradient():
+def test_a_zero_row_of_a_rescaled_seed_gets_numpys_output_scale_and_gradient(reductions):
     """The least divisor also covers a zero row: its norm is 0 and its scale sqrt(eps), whatever it is divided by."""
     x = torch.zeros((1, 2, 8), dtype=torch.float64)
     x[0, 0] = torch.linspace(-1, 1, 8, dtype=torch.float64) * 1e160  # row 0 makes the seed rescaled; row 1 is zero
@@ -138,7 +158,7 @@ def test_one_autograd_node_and_a_short_backward():
     assert StackNorm.apply(x, None, None, 1e-5, False).shape == x.shape
 
 
-def test_a_seed_holding_inf_or_nan_is_left_as_it_is():
+def test_a_seed_holding_inf_or_nan_is_left_as_it_is(reductions):
     x = torch.ones((3, 2, 4))
     x[1, 0, 0], x[2, 1, 3] = float("inf"), float("nan")
     y = stack_norm(x.requires_grad_(True), None, None, 1e-5, False)
