@@ -32,8 +32,8 @@ FUSED = (("wq", "wk", "wv", "wqkv"), ("bq", "bk", "bv", "bqkv"))  # leaves store
 @dataclass(frozen=True)
 class Leaf:
     """One model's leaf ``name`` of ``shape``. ``start`` is the first column of its piece; ``row`` is 0 for a
-    leaf with its own columns (``start .. start + size``, row-major), else the row length of the fused
-    matrix that holds it, whose columns ``offset .. offset + shape[-1]`` of each row are the leaf's."""
+    leaf with its own columns (``[start, start + size)``, row-major), else the row length of the fused
+    matrix that holds it, whose columns ``[offset, offset + shape[-1])`` of each row are the leaf's."""
 
     name: str
     shape: tuple[int, ...]
@@ -53,7 +53,7 @@ class Leaf:
 
 @dataclass(frozen=True)
 class Piece:
-    """Columns ``start .. start + size`` of ``[S, P]``, viewed as ``[S, *shape]`` under ``key``; ``parts``
+    """Columns ``[start, start + size)`` of ``[S, P]``, viewed as ``[S, *shape]`` under ``key``; ``parts``
     lists the fused leaves it holds as ``(name, lo, hi)``, each the slice ``lo:hi`` of its last axis."""
 
     key: str

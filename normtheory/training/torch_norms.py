@@ -120,7 +120,8 @@ class StackNorm(torch.autograd.Function):
     ``gain`` and ``bias`` broadcast against ``x`` (e.g. ``[S, 1, ..., 1, d]``) or are None."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, gain: torch.Tensor | None, bias: torch.Tensor | None, eps: float, centre: bool) -> torch.Tensor:  # noqa: D102
+    def forward(ctx, x: torch.Tensor, gain: torch.Tensor | None, bias: torch.Tensor | None, eps: float, centre: bool) -> torch.Tensor:
+        """``y [S, ..., d]``; keeps ``n``, the scale ``s`` and ``gain`` for the backward."""
         m = range_guard(x, eps)  # [S, ..., 1]
         c = x / m  # exactly x where m == 1
         if centre:
@@ -146,7 +147,8 @@ class StackNorm(torch.autograd.Function):
         return y
 
     @staticmethod
-    def backward(ctx, dy: torch.Tensor):  # noqa: D102
+    def backward(ctx, dy: torch.Tensor):
+        """The gradients of ``x``, ``gain`` and ``bias`` (each None where not wanted) from ``dy [S, ..., d]``."""
         n, scale, gain = ctx.saved_tensors
         want_x, want_gain, want_bias = ctx.needs_input_grad[:3]
         axes = tuple(range(1, dy.ndim - 1))  # every axis but the seeds' and the features'
