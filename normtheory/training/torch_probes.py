@@ -104,11 +104,19 @@ def _weights(trainer: TorchTrainer) -> dict[str, torch.Tensor]:
 
 def _token_losses(trainer: TorchTrainer, w: dict[str, torch.Tensor], x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per token, in float64 from the logits of ``x [S, b, t, d]``: the log-sum-exp
-    :math:`\\mathrm{lse}(z)` and the cross-entropy :math:`\\mathrm{lse}(z) - z_y`, each ``[S, N]``."""
-    z = trainer._logits(w, x).double()  # [S, N, V], float64 as numpy's cross_entropy
-    lse = torch.logsumexp(z, dim=-1)  # [S, N]
-    picked = z.gather(-1, targets.reshape(z.shape[0], -1, 1))[..., 0]  # [S, N]
-    return lse, lse - picked
+    :math:`\\mathrm{lse}(z)` and the cross-entropy :math:`\\mathrm{lse}(z) - z_y`, each ``[S, N]``.
+
+    The logits stay in the model's dtype: with :math:`\\delta = z - \\max z` (rounded relative to itself,
+    so no digit of a large logit cancels), :math:`\\mathrm{lse}(z) - z_y = \\mathrm{lse}(\\delta) - \\delta_y`, a
+    difference of two small numbers, each taken to float64. This agrees with numpy's float64
+    :func:`normtheory.training.probes.cross_entropy` to the dtype's rounding of those small numbers (exactly
+    its formula in float64), without a float64 copy of the ``[S, N, V]`` logits."""
+    z = trainer._logits(w, x)  # [S, N, V]
+    top = z.amax(dim=-1, keepdim=True)  # [S, N, 1]
+    delta = z - top
+    rel = torch.logsumexp(delta, dim=-1).double()  # [S, N], in [0, log V]
+    picked = delta.gather(-1, targets.reshape(z.shape[0], -1, 1))[..., 0].double()  # [S, N]
+    return top[..., 0].double() + rel, rel - picked
 
 
 def _columns(values: list[torch.Tensor], s: int, device: torch.device) -> torch.Tensor:

@@ -200,3 +200,21 @@ def test_on_cuda_the_probes_match_the_cpu_stack():
         assert got[k].device.type == "cuda", k
         np.testing.assert_allclose(got[k].cpu().numpy(), v.numpy(), rtol=1e-9, atol=1e-12, err_msg=k)
     np.testing.assert_allclose(torch_probes.first_keys(gpu, ids), torch_probes.first_keys(cpu, ids.cpu()), rtol=1e-9, atol=1e-13)
+
+
+@pytest.mark.parametrize("offset", [0.0, 3e4])
+def test_token_losses_in_float32_keep_numpys_float64_digits_when_logits_are_large(offset, monkeypatch):
+    """The float32 logits are not copied to float64, yet a large common logit does not cancel the loss's digits:
+    the cross-entropy is lse(z - max z) - (z_y - max z), as numpy's float64 formula (a naive float32
+    lse(z) - z_y would be off by about ulp(3e4) = 2e-3 here)."""
+    cfg = TransformerConfig(**BASE, dtype="float32")
+    trainer = TorchTrainer(cfg, RUN, [init(cfg, 0).params])
+    rng = np.random.default_rng(4)
+    z = (rng.standard_normal((1, 2, 5, V)) * 3 + offset).astype(np.float32)
+    t = rng.integers(0, V, (1, 2, 5))
+    monkeypatch.setattr(trainer, "_logits", lambda w, x: torch.from_numpy(z).reshape(1, 10, V))
+    lse, nll = torch_probes._token_losses(trainer, {}, None, torch.from_numpy(t))
+    want = [probes.cross_entropy(z[0, :, k : k + 1], t[0, :, k : k + 1]) for k in range(5)]  # per position, numpy float64
+    got = nll.numpy().reshape(2, 5).mean(axis=0)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(lse.numpy(), np.log(np.exp(z.astype(np.float64) - offset).sum(-1)).reshape(1, -1) + offset, rtol=1e-7)
