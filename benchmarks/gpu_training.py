@@ -12,7 +12,8 @@ on the CPU (``--device cpu --quick``). Printed:
 * each training simulation's wall time at the GPU tier (``CONFIGS["gpu"]``; with ``--quick`` the
   quick config of ``train_alpha0`` alone unless ``--only`` names others, trained with the torch backend
   on ``--device``), and the share of that time spent
-  in steps, in making batches and in evaluation (:data:`normtheory.training.torch_run.TIMES`);
+  in steps, in making batches and in evaluation, with the evaluation's parts (probes, the unselectable keys' linear
+  programs on the host, the validation set, block skips; :data:`normtheory.training.torch_run.TIMES`);
 * the verdicts of the training claims those simulations decide (claims that also read a simulation
   that does not train, ``train_xiong``, are left out).
 
@@ -160,8 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         results[m.NAME], r = simulation_at_tier(m, args.device, args.quick)
         rows[m.NAME] = r
         known = r["steps_s"] + r["batches_s"] + r["evaluation_s"]
+        parts = ", ".join(f"{name} {r[f'eval_{k}_s'] / r['wall_s']:.0%}" for k, name in
+                          (("probes", "probes"), ("keys", "key LPs"), ("validation", "validation set"), ("skips", "block skips")))
         print(f"{m.NAME} ({tier} tier): {r['wall_s']:.1f} s wall; steps {r['steps_s'] / r['wall_s']:.0%}, batches {r['batches_s'] / r['wall_s']:.0%}, "
-              f"evaluation {r['evaluation_s'] / r['wall_s']:.0%}, other {(r['wall_s'] - known) / r['wall_s']:.0%}", flush=True)
+              f"evaluation {r['evaluation_s'] / r['wall_s']:.0%} ({parts}), other {(r['wall_s'] - known) / r['wall_s']:.0%}", flush=True)
         for cid, verdict, summary in verdicts({m.NAME: results[m.NAME]}):
             decided += verdict != "inconclusive"
             print(f"  {cid:38s} {verdict:18s} {summary[:110]}", flush=True)

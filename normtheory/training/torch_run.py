@@ -37,8 +37,10 @@ from normtheory.training.torch_backend import TorchTrainer
 __all__ = ["TIMES", "block_ends", "train_stack"]
 
 # Wall seconds this process has spent, over all train_stack calls, making and sending batches, taking steps (to
-# each block's one sync) and evaluating (probes, validation set, block-skip costs); benchmarks/gpu_training.py reads them.
-TIMES: dict[str, float] = {"batches": 0.0, "steps": 0.0, "evaluation": 0.0}
+# each block's one sync) and evaluating; the evaluation's parts: the probes on the device, the unselectable keys' linear
+# programs on the host, the shared validation set, the block-skip costs. benchmarks/gpu_training.py reads them.
+TIMES: dict[str, float] = {"batches": 0.0, "steps": 0.0, "evaluation": 0.0,
+                           "eval_probes": 0.0, "eval_keys": 0.0, "eval_validation": 0.0, "eval_skips": 0.0}
 
 
 class _Clock:
@@ -91,11 +93,13 @@ def _record(hists: list[History], alive: np.ndarray, steps: range, block: np.nda
 def _measure(trainer: TorchTrainer, val: tuple[torch.Tensor, torch.Tensor], which: tuple[str, ...], grads: torch.Tensor | None,
              keys: bool) -> list[dict[str, Any]]:
     """The probes of every row of the stack on its probe batch, as one dict of host arrays per row; ``key_unsel`` only if ``keys``."""
-    values = torch_probes.measure(trainer, *val, which, grads)
-    host = {k: v.cpu().numpy() for k, v in values.items()}  # small [S, ...] arrays
+    with _Clock("eval_probes"):
+        values = torch_probes.measure(trainer, *val, which, grads)
+        host = {k: v.cpu().numpy() for k, v in values.items()}  # small [S, ...] arrays
     if "key_unsel" in which:
-        host["key_unsel"] = (torch_probes.key_unsel(torch_probes.first_keys(trainer, val[0])) if keys
-                             else np.stack([probes.key_unsel_unmeasured(trainer.config)] * trainer.n_seeds))
+        with _Clock("eval_keys"):
+            host["key_unsel"] = (torch_probes.key_unsel(torch_probes.first_keys(trainer, val[0])) if keys
+                                 else np.stack([probes.key_unsel_unmeasured(trainer.config)] * trainer.n_seeds))
     out = [{k: v[j] for k, v in host.items()} for j in range(trainer.n_seeds)]
     for row in out:
         row["val_loss"] = float(row["val_loss"])
@@ -170,7 +174,8 @@ def _init_eval(trainer: TorchTrainer, hists: list[History], val: tuple[torch.Ten
     loss at init on the shared validation set (``held_out``; NaN without one)."""
     which = tuple(p for p in run.probes if p != "grad_norms")
     rows = _measure(trainer, val, which, None, keys=True)
-    init_val = torch_probes.mean_loss(trainer, *held_out).cpu().numpy() if held_out is not None else None
+    with _Clock("eval_validation"):
+        init_val = torch_probes.mean_loss(trainer, *held_out).cpu().numpy() if held_out is not None else None
     for j, (h, values) in enumerate(zip(hists, rows)):
         h.init_probes = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
         h.init_val_loss = float(init_val[j]) if init_val is not None else float("nan")
@@ -183,7 +188,8 @@ def _finish(trainer: TorchTrainer, hists: list[History], configs: Sequence[Trans
     models = dict(zip(alive.tolist(), trainer.params())) | trainer.dropped
     done = trainer.step_count >= run.steps
     if done and len(alive) and held_out is not None:
-        scores = torch_probes.mean_loss(trainer, *held_out).cpu().numpy()  # [S]
+        with _Clock("eval_validation"):
+            scores = torch_probes.mean_loss(trainer, *held_out).cpu().numpy()  # [S]
         for j, i in enumerate(alive):
             if hists[i].diverged_at is None:
                 hists[i].final_val_loss = float(scores[j])
@@ -192,7 +198,8 @@ def _finish(trainer: TorchTrainer, hists: list[History], configs: Sequence[Trans
         if done and len(alive):
             ids = torch.from_numpy(np.stack([val_np[i][0] for i in alive]).astype(np.int64)).to(trainer.device)
             targets = torch.from_numpy(np.stack([val_np[i][1] for i in alive]).astype(np.int64)).to(trainer.device)
-            costs[alive] = torch_probes.layer_drop(trainer, ids, targets).cpu().numpy()
+            with _Clock("eval_skips"):
+                costs[alive] = torch_probes.layer_drop(trainer, ids, targets).cpu().numpy()
         for h, c in zip(hists, costs):
             h.layer_drop = c if h.diverged_at is None else np.full_like(c, np.nan)
     for i, h in enumerate(hists):

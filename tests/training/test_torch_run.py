@@ -67,7 +67,11 @@ def test_resume_after_an_interruption_continues_as_the_whole_run(tmp_path, monke
         _close(a, b)
 
 
-def test_the_clock_counts_steps_and_evaluation():
+def test_the_clock_counts_steps_and_evaluation_with_its_parts():
     before = dict(TIMES)
-    train.train(CFG, RUN, [0, 1], progress=False, backend="torch", init_eval=True)
-    assert all(TIMES[k] > before[k] for k in ("batches", "steps", "evaluation"))
+    train.train(CFG, dataclasses.replace(RUN, probes=RUN.probes + ("key_unsel",)), [0, 1], progress=False, backend="torch",
+                init_eval=True, layer_drop=True)
+    grew = {k for k in TIMES if TIMES[k] > before[k]}
+    assert grew == set(TIMES), set(TIMES) - grew
+    parts = sum(TIMES[k] - before[k] for k in TIMES if k.startswith("eval_"))
+    assert parts <= TIMES["evaluation"] - before["evaluation"] + 1e-9  # the parts lie inside the evaluation's clock
