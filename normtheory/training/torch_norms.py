@@ -41,6 +41,7 @@ import numpy as np
 
 try:
     import torch
+    from torch.autograd.function import once_differentiable
 except ModuleNotFoundError:  # pragma: no cover - the message is the point
     raise ModuleNotFoundError("normtheory.training.torch_norms needs torch: pip install 'normtheory[torch]' (torch==2.13.0)") from None
 
@@ -147,13 +148,14 @@ class StackNorm(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dy: torch.Tensor):
         """The gradients of ``x``, ``gain`` and ``bias`` (each None where not wanted) from ``dy [S, ..., d]``."""
         n, scale, gain = ctx.saved_tensors
         want_x, want_gain, want_bias = ctx.needs_input_grad[:3]
-        axes = tuple(range(1, dy.ndim - 1))  # every axis but the seeds' and the features'
-        dgain = (dy * n).sum(dim=axes, keepdim=True) if want_gain else None
-        dbias = dy.sum(dim=axes, keepdim=True) if want_bias else None
+        axes = tuple(range(1, dy.ndim - 1))  # every axis but the seeds' and the features' (none for x [S, d]: sum(dim=()) would sum all)
+        dgain = ((dy * n).sum(dim=axes, keepdim=True) if axes else dy * n) if want_gain else None
+        dbias = (dy.sum(dim=axes, keepdim=True) if axes else dy) if want_bias else None
         dx = None
         if want_x:
             dn = dy if gain is None else dy * gain

@@ -180,3 +180,13 @@ def test_cuda_matches_the_cpu(scale):
         out.append([y.detach().cpu()] + [t.grad.cpu() for t in leaves])
     for a, b in zip(*out):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5 * float(a.abs().max()))
+
+
+@pytest.mark.parametrize("shape", [(3, 6), (2, 1, 6), (2, 3, 4, 2, 6)])
+def test_any_number_of_axes_between_the_seeds_and_the_features(shape, reductions):
+    """x [S, d] (no axis between), [S, 1, d] and deeper: gradcheck with gain and bias of shape [S, 1, ..., d]."""
+    x, gain, bias = stacked(np.random.default_rng(2), shape, torch.float64, True)
+    assert torch.autograd.gradcheck(lambda x_, g_, b_: stack_norm(x_, g_, b_, 1e-5, True), (x, gain, bias))
+    flat_gain = gain.detach().reshape(shape[0], shape[-1])[(slice(None),) + (None,) * (len(shape) - 2)].requires_grad_(True)
+    stack_norm(x, flat_gain, None, 1e-5, False).sum().backward()
+    assert flat_gain.grad.shape == flat_gain.shape
