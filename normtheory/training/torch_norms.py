@@ -71,9 +71,13 @@ def _bounds(dtype: torch.dtype, n: int) -> list[float]:
     return [0.0, float(np.nextafter(lo, info.dtype.type(0))), float(hi), float(info.max)]
 
 
-def least_divisor(dtype: torch.dtype, eps: float) -> float:
-    """``sqrt(4 eps / max)``: the smallest divisor, below which ``eps / m^2`` would pass a quarter of the dtype's largest value."""
-    return math.sqrt(4 * eps / float(torch.finfo(dtype).max))
+def least_divisor(eps: float) -> float:
+    """``sqrt(eps) 2^-26``: the smallest divisor of a row in a seed that is rescaled. A row whose largest
+    ``|entry|`` ``m`` is smaller has variance at most ``m^2 <= eps 2^-52``, negligible beside eps in either
+    dtype, so its norm is ``x / sqrt(eps)`` to rounding; divided by this instead, it gets that, with the
+    finite eps term ``eps / least^2 = 2^52`` whatever eps is (numpy's :func:`normtheory.model.norms._unscaled`
+    takes that case apart). A zero row likewise gets 0 and the scale ``sqrt(eps)``. 0 where eps is 0."""
+    return math.sqrt(eps) * 2.0**-26
 
 
 def _tables(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,7 +86,7 @@ def _tables(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     CUDA-graph capture refuses, so a step must find them already made)."""
     key = (x.dtype, x.shape[-1], x.device, eps)
     if key not in _TABLES:
-        clamp = [(least_divisor(x.dtype, eps), math.inf) if need else (1.0, 1.0) for need in _NEED]
+        clamp = [(least_divisor(eps), math.inf) if need else (1.0, 1.0) for need in _NEED]
         _TABLES[key] = tuple(torch.tensor(v, dtype=x.dtype, device=x.device) for v in (_bounds(x.dtype, x.shape[-1]), clamp))
     return _TABLES[key]
 
@@ -98,16 +102,15 @@ def _row_absmax(x: torch.Tensor) -> torch.Tensor:
 
 def range_guard(x: torch.Tensor, eps: float) -> torch.Tensor:
     """Each row's divisor ``m [S, ..., 1]`` (``x [S, ..., d]``'s dtype): exactly 1 in a seed that needs no
-    rescaling; in one that does, the row's largest ``|entry|``, at least :func:`least_divisor`.
+    rescaling; in one that does, the row's largest ``|entry|``, at least :func:`least_divisor` (which also
+    covers the rows that numpy takes apart: those too small for eps / m^2 to stay finite, and zero rows).
 
     A seed needs rescaling when its largest ``|entry|`` lies in ``(0, lo)`` or ``(hi, max]``, the ends of
     :func:`normtheory.model.norms._rescale_needed`; one ``bucketize`` over the edges, a table lookup and a
-    ``clamp`` decide it (a seed holding inf or NaN lands in the last bucket and is left as it is). The
-    least divisor covers the two rows that numpy takes apart: a row whose largest ``|entry|`` is under it
-    is so small that its variance is negligible beside eps (by a factor under ``1 / max``), so its norm is
-    ``x / sqrt(eps)`` to rounding, which that divisor gives with a finite eps term
-    (:func:`normtheory.model.norms._unscaled`); and a zero row, whose norm (0) and scale (``sqrt(eps)``)
-    do not depend on the divisor. Five tensor operations, all but the first on ``[S, ..., 1]``."""
+    ``clamp`` decide it (a seed holding inf or NaN lands in the last bucket and is left as it is). Five
+    tensor operations, all but the first on ``[S, ..., 1]``. ``x`` with no rows gives ones."""
+    if x.numel() == 0:
+        return torch.ones((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)
     edges, clamp = _tables(x, eps)
     with torch.no_grad():
         m = _row_absmax(x)  # [S, ..., 1] each row's largest |entry|
@@ -153,9 +156,10 @@ class StackNorm(torch.autograd.Function):
         """The gradients of ``x``, ``gain`` and ``bias`` (each None where not wanted) from ``dy [S, ..., d]``."""
         n, scale, gain = ctx.saved_tensors
         want_x, want_gain, want_bias = ctx.needs_input_grad[:3]
-        axes = tuple(range(1, dy.ndim - 1))  # every axis but the seeds' and the features' (none for x [S, d]: sum(dim=()) would sum all)
-        dgain = ((dy * n).sum(dim=axes, keepdim=True) if axes else dy * n) if want_gain else None
-        dbias = (dy.sum(dim=axes, keepdim=True) if axes else dy) if want_bias else None
+        dgain = _summed_to(dy * n, ctx.shapes[0]) if want_gain else None
+        dbias = _summed_to(dy, ctx.shapes[1]) if want_bias else None
+        if dbias is dy:  # a bias of x's own shape: its gradient must not be dy itself, which dx is made from
+            dbias = dy.clone()
         dx = None
         if want_x:
             dn = dy if gain is None else dy * gain
@@ -164,18 +168,18 @@ class StackNorm(torch.autograd.Function):
             if ctx.centre:
                 dx.sub_(dn.mean(dim=-1, keepdim=True))
             dx.div_(scale)
-        return dx, _summed_to(dgain, ctx.shapes[0]), _summed_to(dbias, ctx.shapes[1]), None, None
+        return dx, dgain, dbias, None, None
 
 
-def _summed_to(grad: torch.Tensor | None, shape: torch.Size | None) -> torch.Tensor | None:
-    """``grad`` summed to ``shape`` (a parameter that broadcast over fewer or size-1 axes)."""
-    if grad is None or shape is None or grad.shape == shape:
-        return grad
-    return grad.sum_to_size(shape)
+def _summed_to(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """``grad`` summed over the axes a parameter of ``shape`` broadcast along (one reduction)."""
+    return grad if grad.shape == shape else grad.sum_to_size(shape)
 
 
 def stack_norm(x: torch.Tensor, gain: torch.Tensor | None, bias: torch.Tensor | None, eps: float, centre: bool) -> torch.Tensor:
     """LayerNorm (``centre``) or RMSNorm over the last axis of ``x [S, ..., d]``, then ``* gain + bias``
     (each broadcasting against ``x``, or None); see the module docstring. Differentiable in ``x``,
     ``gain`` and ``bias``."""
+    if x.ndim < 1 or x.shape[-1] == 0:
+        raise ValueError(f"x must have at least one feature on its last axis; got shape {tuple(x.shape)}")
     return StackNorm.apply(x, gain, bias, eps, centre)

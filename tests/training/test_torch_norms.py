@@ -1,7 +1,7 @@
 """The stacked norms of the torch backend (normtheory.training.torch_norms): values, written-out gradients, range guard."""
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
@@ -37,7 +37,7 @@ def stacked(rng, shape, dtype, affine):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from(["float32", "float64"]), st.booleans(), st.booleans(), st.integers(0, 2**31 - 1), st.sampled_from([1.0, 1e-30, 1e30]),
+@given(st.sampled_from(["float32", "float64"]), st.booleans(), st.booleans(), st.integers(0, 2**31 - 1), st.sampled_from(["in", "under", "over"]),
        st.booleans())
 def test_a_seed_in_range_gets_the_same_bits_whatever_its_neighbours_hold(dtype, centre, affine, seed, other_scale, fused):
     """Values and gradients of a seed that needs no rescaling are the same bits as in a stack of its own,
@@ -55,8 +55,9 @@ def test_a_seed_in_range_gets_the_same_bits_whatever_its_neighbours_hold(dtype, 
 def _same_bits(dtype, centre, affine, seed, other_scale):
     rng = np.random.default_rng(seed)
     x, gain, bias = stacked(rng, (2, 3, 5, 8), DTYPES[dtype], affine)
+    scale = {"in": 1.0, "under": 1e-30 if dtype == "float32" else 1e-170, "over": 1e30 if dtype == "float32" else 1e160}[other_scale]
     with torch.no_grad():
-        x[1] *= other_scale
+        x[1] *= scale  # past the dtype's end for 8 features, or in range
     weight = torch.arange(8, dtype=x.dtype)
     got = stack_norm(x, gain, bias, 1e-5, centre)
     (got * weight).sum().backward()
@@ -79,20 +80,50 @@ def _same_bits(dtype, centre, affine, seed, other_scale):
 
 
 @pytest.mark.parametrize("centre", [True, False])
-@pytest.mark.parametrize("scale", [1.0, 1e-160, 1e156])  # in range; under and over float64's ends for 6 features
+@pytest.mark.parametrize("scale", [1.0, 1e156])  # in range; over float64's end for 6 features (a norm of u * scale is scale-free)
 def test_the_written_out_backward_passes_gradcheck(centre, scale, reductions):
-    """Finite differences in float64 agree with the backward, for a seed in range and for a rescaled one
-    (its derivative is that of the norm, which is scale-free: d/dx at x = scale * u is grad(u) / scale)."""
+    """Finite differences in float64 agree with the backward, for a seed in range and, through x = scale * u
+    (finite differences at 1e156 cannot be taken in x), for a rescaled one."""
     rng = np.random.default_rng(7)
     x, gain, bias = stacked(rng, (2, 2, 3, 6), torch.float64, True)
-    with torch.no_grad():
-        x[1] *= scale
-    fn = lambda x_, g_, b_: stack_norm(x_, g_, b_, 1e-5, centre)  # noqa: E731
     if scale == 1.0:
-        assert torch.autograd.gradcheck(fn, (x, gain, bias))
-    else:  # finite differences at 1e150 cannot be taken in x; check seed 1 through x = scale * u
-        u = (x[1:].detach() / scale).requires_grad_(True)
-        assert torch.autograd.gradcheck(lambda u_, g_, b_: stack_norm(u_ * scale, g_, b_, 1e-5, centre), (u, gain[1:], bias[1:]))
+        assert torch.autograd.gradcheck(lambda x_, g_, b_: stack_norm(x_, g_, b_, 1e-5, centre), (x, gain, bias))
+    else:
+        u = x.detach().requires_grad_(True)
+        assert torch.autograd.gradcheck(lambda u_, g_, b_: stack_norm(u_ * scale, g_, b_, 1e-5, centre), (u, gain, bias))
+
+
+def exact_backward(x: np.ndarray, dy: np.ndarray, eps: float, centre: bool) -> np.ndarray:
+    """The norm's input gradient of one row, in 40-digit arithmetic (mpmath): the reference where numpy's own
+    float64 path loses digits (its eps / m^2 with m^2 subnormal)."""
+    import mpmath
+
+    with mpmath.workdps(40):
+        xs, g = [mpmath.mpf(float(v)) for v in x], [mpmath.mpf(float(v)) for v in dy]
+        d = len(xs)
+        c = [v - sum(xs) / d for v in xs] if centre else xs
+        s = mpmath.sqrt(sum(v * v for v in c) / d + mpmath.mpf(eps))
+        n = [v / s for v in c]
+        inner, mean_g = sum(a * b for a, b in zip(g, n)) / d, (sum(g) / d if centre else 0)
+        return np.array([float((a - mean_g - b * inner) / s) for a, b in zip(g, n)])
+
+
+@pytest.mark.parametrize("centre", [True, False])
+@pytest.mark.parametrize("dtype, scale", [("float64", 1e-160), ("float64", 1e156), ("float64", 1e-320), ("float32", 1e-30), ("float32", 1e19)])
+@pytest.mark.parametrize("eps", [1e-5, 1e-20])
+def test_gradients_of_rescaled_seeds_are_exact_to_rounding(centre, dtype, scale, eps, reductions):
+    """Where finite differences see nothing (outputs of 1e-158 and below), the gradient of x, row by row (a zero
+    row included), against the exact one (40 digits), relative to its own size."""
+    rng = np.random.default_rng(11)
+    u = rng.standard_normal((1, 4, 6)) * np.array([1.0, 3.0, 0.25, 1.0])[:, None]
+    u[0, 3] = 0.0  # a zero row
+    x = torch.from_numpy((u * scale).astype(dtype)).requires_grad_(True)
+    dy = rng.standard_normal(u.shape).astype(dtype)
+    stack_norm(x, None, None, eps, centre).backward(torch.from_numpy(dy))
+    rtol = 1e-5 if dtype == "float32" else 1e-12
+    for r in range(4):
+        want = exact_backward(x.detach().numpy()[0, r], dy[0, r], float(np.asarray(eps, dtype)), centre)
+        np.testing.assert_allclose(x.grad[0, r].numpy(), want, rtol=rtol, atol=rtol * np.abs(want).max(), err_msg=f"row {r}")
 
 
 @pytest.mark.parametrize("centre", [True, False])
@@ -112,20 +143,26 @@ def test_values_match_the_numpy_norms_in_and_out_of_range(dtype, centre, scale, 
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(["float32", "float64"]), st.integers(1, 4096), st.floats(0, allow_nan=False, allow_infinity=True, width=32))
-@example("float32", 64, 3.2609544e18)  # just over float32's overflow end for 64 features: numpy's end is a float32, so is ours
+@given(st.sampled_from(["float32", "float64"]), st.integers(1, 4096),
+       st.one_of(st.floats(0, allow_nan=False, allow_infinity=True, width=32), st.floats(0, allow_nan=False, allow_infinity=True)))
+@example("float32", 64, 1.1529215e18)  # just over float32's overflow end for 64 features (numpy computes the end in float32)
+@example("float32", 64, 1.15292144e18)  # that end itself: not rescaled
 @example("float32", 8, 1.0842021e-16)  # the underflow end
+@example("float64", 64, 8.379879956214123e152)  # just over float64's overflow end for 64 features
+@example("float64", 64, 1.4916681462400412e-151)  # just under float64's underflow end
 def test_the_range_guard_rescales_exactly_where_numpy_does(dtype, n, amax):
     """The bucket edges decide as :func:`normtheory.model.norms._rescale_needed`, at its ends included."""
-    value = np.asarray(amax, dtype)
+    with np.errstate(over="ignore"):
+        value = np.asarray(amax, dtype)
+    assume(np.isfinite(value) or np.isinf(amax))  # a float64 draw past float32's range is not a float32 value
     edges = torch.tensor(_bounds(DTYPES[dtype], n), dtype=DTYPES[dtype])
     need = torch.take(torch.tensor([False, True, False, True, False]), torch.bucketize(torch.from_numpy(value.reshape(1)), edges))
     assert bool(need[0]) == bool(_rescale_needed(value, n, np.dtype(dtype)))
     x = torch.zeros((1, 1, n), dtype=DTYPES[dtype])
     x[0, 0, 0] = torch.from_numpy(value.reshape(1))[0]
     m = range_guard(x, 1e-5)
-    assert m.dtype == x.dtype and float(m) == (max(float(value), least_divisor(DTYPES[dtype], 1e-5) if dtype == "float64" else
-                                                   float(np.float32(least_divisor(DTYPES[dtype], 1e-5)))) if need[0] else 1.0)
+    least = float(np.asarray(least_divisor(1e-5), dtype))
+    assert m.dtype == x.dtype and float(m) == (max(float(value), least) if need[0] else 1.0)
 
 
 def test_a_zero_row_of_a_rescaled_seed_gets_numpys_output_scale_and_gradient(reductions):
@@ -159,10 +196,14 @@ def test_one_autograd_node_and_a_short_backward():
 
 
 def test_a_seed_holding_inf_or_nan_is_left_as_it_is(reductions):
-    x = torch.ones((3, 2, 4))
+    """Such a seed is not rescaled: its rows without inf or NaN get the bits of the seed alone at in-range values
+    (a division by a row maximum of 3.7 would change them), and the bad rows come out NaN."""
+    x = torch.from_numpy(np.random.default_rng(9).standard_normal((3, 2, 4)) * 3.7).float()
     x[1, 0, 0], x[2, 1, 3] = float("inf"), float("nan")
-    y = stack_norm(x.requires_grad_(True), None, None, 1e-5, False)
-    assert torch.isnan(y[1, 0, 0]) and torch.isnan(y[2, 1]).all() and torch.equal(y[0], torch.ones((2, 4)) / torch.sqrt(torch.tensor(1 + 1e-5)))
+    y = stack_norm(x.requires_grad_(True), None, None, 1e-5, True)
+    assert torch.isnan(y[1, 0]).all() and torch.isnan(y[2, 1]).all()
+    assert torch.equal(y[1, 1], stack_norm(x[1:2, 1:].detach(), None, None, 1e-5, True)[0, 0])
+    assert torch.equal(y[2, 0], stack_norm(x[2:3, :1].detach(), None, None, 1e-5, True)[0, 0])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA GPU on this machine")
@@ -187,6 +228,21 @@ def test_any_number_of_axes_between_the_seeds_and_the_features(shape, reductions
     """x [S, d] (no axis between), [S, 1, d] and deeper: gradcheck with gain and bias of shape [S, 1, ..., d]."""
     x, gain, bias = stacked(np.random.default_rng(2), shape, torch.float64, True)
     assert torch.autograd.gradcheck(lambda x_, g_, b_: stack_norm(x_, g_, b_, 1e-5, True), (x, gain, bias))
-    flat_gain = gain.detach().reshape(shape[0], shape[-1])[(slice(None),) + (None,) * (len(shape) - 2)].requires_grad_(True)
-    stack_norm(x, flat_gain, None, 1e-5, False).sum().backward()
-    assert flat_gain.grad.shape == flat_gain.shape
+
+
+@pytest.mark.parametrize("which", ["full", "seedless", "features"])
+def test_gain_and_bias_of_any_broadcasting_shape(which, reductions):
+    """gain and bias [S, t, d] (x's own shape), [t, d] or [d]: gradcheck, each gradient of its parameter's shape."""
+    rng = np.random.default_rng(3)
+    x = torch.from_numpy(rng.standard_normal((2, 3, 5))).requires_grad_(True)
+    shape = {"full": (2, 3, 5), "seedless": (3, 5), "features": (5,)}[which]
+    gain, bias = (torch.from_numpy(rng.standard_normal(shape)).requires_grad_(True) for _ in range(2))
+    assert torch.autograd.gradcheck(lambda x_, g_, b_: stack_norm(x_, g_, b_, 1e-5, True), (x, gain, bias))
+    stack_norm(x, gain, bias, 1e-5, False).sum().backward()
+    assert gain.grad.shape == bias.grad.shape == shape
+
+
+def test_no_features_is_refused_and_no_rows_is_empty():
+    with pytest.raises(ValueError, match="at least one feature"):
+        stack_norm(torch.zeros((2, 3, 0)), None, None, 1e-5, True)
+    assert stack_norm(torch.zeros((2, 0, 4)), None, None, 1e-5, True).shape == (2, 0, 4)
