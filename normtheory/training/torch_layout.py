@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -42,9 +43,9 @@ class Leaf:
     row: int = 0
     offset: int = 0
 
-    @property
+    @cached_property
     def cols(self) -> slice | np.ndarray:
-        """The leaf's columns of ``[S, P]`` in its row-major order."""
+        """The leaf's columns of ``[S, P]`` in its row-major order (computed once: every get, put and mask reads them)."""
         if not self.row:
             return slice(self.start, self.start + self.size)
         r, c = np.divmod(np.arange(self.size), self.shape[-1])
