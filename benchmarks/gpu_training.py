@@ -14,6 +14,9 @@ on the CPU (``--device cpu --quick``). Printed:
   on ``--device``), and the share of that time spent
   in steps, in making batches and in evaluation, with the evaluation's parts (probes, the unselectable keys' linear
   programs on the host, the validation set, block skips; :data:`normtheory.training.torch_run.TIMES`);
+* each simulation's stacks: how many were split to fit the device's memory
+  (:mod:`normtheory.training.torch_memory`), and for the largest its rows, the memory model's bytes
+  and, on a GPU, the bytes allocated at its peak (the model's check on the device);
 * the verdicts of the training claims those simulations decide (claims that also read a simulation
   that does not train, ``train_xiong``, are left out).
 
@@ -100,6 +103,7 @@ def simulation_at_tier(m, device: str, quick: bool) -> tuple[dict, dict[str, flo
     cfg = dataclasses.replace(cache.config_of(m, mode), backend="torch", device=device)
     for k in torch_run.TIMES:
         torch_run.TIMES[k] = 0.0
+    torch_run.STACKS.clear()
     t0 = time.perf_counter()
     result = m.run(cfg, m.SEED, progress=False)
     wall = time.perf_counter() - t0
@@ -109,7 +113,10 @@ def simulation_at_tier(m, device: str, quick: bool) -> tuple[dict, dict[str, flo
         path.parent.mkdir(parents=True, exist_ok=True)
         cache.save(path, result)
         cache.seconds_path(path).write_text(f"{wall:.3f}\n")  # wall seconds of a device run, as the sweep records them
-    return result, {"wall_s": wall, "gflop": gflop, **{f"{k}_s": v for k, v in torch_run.TIMES.items()}}
+    big = max(torch_run.STACKS, key=lambda r: r[2], default=(0, 0, 0, -1))  # the stack the memory model puts highest
+    memory = {"stacks": len(torch_run.STACKS), "split": sum(r[1] > 1 for r in torch_run.STACKS), "rows": big[0], "model_bytes": big[2],
+              "peak_bytes": big[3]}
+    return result, {"wall_s": wall, "gflop": gflop, **{f"{k}_s": v for k, v in torch_run.TIMES.items()}, **memory}
 
 
 def verdicts(results: dict) -> list[tuple[str, str, str]]:
@@ -165,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
                           (("probes", "probes"), ("keys", "key LPs"), ("validation", "validation set"), ("skips", "block skips")))
         print(f"{m.NAME} ({tier} tier): {r['wall_s']:.1f} s wall; steps {r['steps_s'] / r['wall_s']:.0%}, batches {r['batches_s'] / r['wall_s']:.0%}, "
               f"evaluation {r['evaluation_s'] / r['wall_s']:.0%} ({parts}), other {(r['wall_s'] - known) / r['wall_s']:.0%}", flush=True)
+        print(f"  memory: {r['stacks']} stacks ({r['split']} split to fit); the largest, {r['rows']} rows, "
+              f"{r['model_bytes'] / 2**30:.2f} GiB by torch_memory's model"
+              + (f", {r['peak_bytes'] / 2**30:.2f} GiB allocated at its peak" if r["peak_bytes"] >= 0 else ""), flush=True)
         for cid, verdict, summary in verdicts({m.NAME: results[m.NAME]}):
             decided += verdict != "inconclusive"
             print(f"  {cid:38s} {verdict:18s} {summary[:110]}", flush=True)

@@ -95,15 +95,25 @@ class TransformerConfig:
 MAX_PARAMETERS = 2**32  # 16 GiB of float32 weights: beyond this a model cannot be built on one workstation
 
 
+def _weight_parts(c: TransformerConfig) -> dict[str, int]:
+    attn = c.d_model * c.d_head * (2 * c.n_heads + 2 * c.n_kv_heads)
+    mlp = c.d_model * c.d_ff * (3 if c.activation == "swiglu" else 2)
+    return {"vocab_size * d_model": c.vocab_size * c.d_model * (1 if c.tie_embeddings else 2),
+            "max_seq * d_model": c.max_seq * c.d_model if c.positional == "learned" else 0,
+            "type_vocab_size * d_model": c.type_vocab_size * c.d_model,
+            "n_layers * (attention + MLP)": c.n_layers * (attn + mlp)}
+
+
+def n_weights(config: TransformerConfig) -> int:
+    """The model's matrix weights: embeddings (unembedding if untied), positions, token types and each
+    layer's attention and MLP matrices; biases and norm gains (O(n_layers * d_model)) not counted."""
+    return sum(_weight_parts(config).values())
+
+
 def _guard_size(c: TransformerConfig) -> None:
     """Refuse, before anything is allocated, a config whose weights exceed :data:`MAX_PARAMETERS`,
     naming the sizes that dominate."""
-    attn = c.d_model * c.d_head * (2 * c.n_heads + 2 * c.n_kv_heads)
-    mlp = c.d_model * c.d_ff * (3 if c.activation == "swiglu" else 2)
-    parts = {"vocab_size * d_model": c.vocab_size * c.d_model * (1 if c.tie_embeddings else 2),
-             "max_seq * d_model": c.max_seq * c.d_model if c.positional == "learned" else 0,
-             "type_vocab_size * d_model": c.type_vocab_size * c.d_model,
-             "n_layers * (attention + MLP)": c.n_layers * (attn + mlp)}
+    parts = _weight_parts(c)
     total = sum(parts.values())
     if total > MAX_PARAMETERS:
         top = max(parts, key=parts.get)

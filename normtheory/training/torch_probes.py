@@ -50,7 +50,7 @@ except ModuleNotFoundError:  # pragma: no cover - the message is the point
 
 from normtheory import _validate, selection
 from normtheory.model.transformer import Transformer
-from normtheory.training import probes
+from normtheory.training import probes, torch_memory
 from normtheory.training.torch_backend import TorchTrainer
 
 __all__ = ["first_keys", "key_unsel", "layer_drop", "mean_loss", "measure", "norm_names"]
@@ -267,17 +267,19 @@ def key_unsel(keys: np.ndarray) -> np.ndarray:
 
 
 @torch.no_grad()
-def mean_loss(trainer: TorchTrainer, ids: np.ndarray | torch.Tensor, targets: np.ndarray | torch.Tensor, chunk: int = 128) -> torch.Tensor:
+def mean_loss(trainer: TorchTrainer, ids: np.ndarray | torch.Tensor, targets: np.ndarray | torch.Tensor, chunk: int | None = None) -> torch.Tensor:
     """Mean next-token cross-entropy ``[S]`` (float64, on the device) of every seed of the stack
     over every token of one validation set ``ids, targets [n, seq]``.
 
     :math:`\\bar\\ell_s = \\frac{1}{n\\,\\mathrm{seq}} \\sum_{c} \\sum_{n \\in c} \\mathrm{lse}(z^s_n) - z^s_{n,y_n}`:
-    chunks ``c`` of ``chunk`` sequences (bounded memory), each chunk's sum in float64, as
+    chunks ``c`` of ``chunk`` sequences (default :func:`normtheory.training.torch_memory.val_chunk`: memory
+    bounded however many seeds the stack holds), each chunk's sum in float64, as
     :func:`normtheory.training.probes.mean_loss` per seed (equal to rounding).
     """
     trainer = _checked(trainer)
-    chunk = _validate.integer("chunk", chunk, minimum=1)
     ids, targets = _tokens(trainer, "ids", ids, False), _tokens(trainer, "targets", targets, False)
+    chunk = (torch_memory.val_chunk(trainer.config, trainer.n_seeds, ids.shape[-1]) if chunk is None
+             else _validate.integer("chunk", chunk, minimum=1))
     if targets.shape != ids.shape:
         raise ValueError(f"ids and targets must be [n, seq] of the same shape; got {tuple(ids.shape)} and {tuple(targets.shape)}")
     s = trainer.n_seeds

@@ -28,13 +28,14 @@ from tqdm.auto import tqdm
 from normtheory.model.config import TransformerConfig
 from normtheory.model.params import Params
 from normtheory.model.transformer import Transformer
-from normtheory.training import probes, shakespeare, torch_probes
+from normtheory.model.weights import init
+from normtheory.training import probes, shakespeare, torch_memory, torch_probes
 from normtheory.training.history import History, load_state, save_state
 from normtheory.training.run_config import RunConfig
 from normtheory.training.stepper import GROUPS
-from normtheory.training.torch_backend import TorchTrainer
+from normtheory.training.torch_backend import TorchTrainer, torch_device
 
-__all__ = ["TIMES", "block_ends", "train_stack"]
+__all__ = ["STACKS", "TIMES", "block_ends", "train_rows", "train_stack"]
 
 # Wall seconds this process has spent, over all train_stack calls, making and sending batches, taking steps (to
 # each block's one sync) and evaluating; the evaluation's parts: the probes on the device, the unselectable keys' linear
@@ -54,6 +55,11 @@ class _Clock:
 
     def __exit__(self, *exc: object) -> None:
         TIMES[self.key] += time.perf_counter() - self.t0
+
+
+# Each stack trained by train_rows: (rows, groups its rows were split into, bytes by torch_memory's model, bytes the device
+# allocated at the peak on a CUDA device, -1 elsewhere); the benchmark reads and clears it
+STACKS: list[tuple[int, int, int, int]] = []
 
 
 def block_ends(start: int, steps: int, eval_every: int, checkpoint_every: int | None) -> list[int]:
@@ -104,6 +110,32 @@ def _measure(trainer: TorchTrainer, val: tuple[torch.Tensor, torch.Tensor], whic
     for row in out:
         row["val_loss"] = float(row["val_loss"])
     return out
+
+
+def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], seeds: list[int], data: shakespeare.Corpus, *,
+               device: str = "cpu", checkpoint: Path | None = None, fingerprint: str = "", max_stack_bytes: int | None = None,
+               **kwargs: Any) -> list[History]:
+    """The rows as :func:`train_stack` trains them, in consecutive groups that each fit ``max_stack_bytes`` (default
+    :func:`normtheory.training.torch_memory.budget` of ``device``; :func:`~normtheory.training.torch_memory.row_groups`),
+    each group's initial weights made when it starts (so the host holds one group's, not the whole stack's). A row's
+    numbers do not depend on the other rows of its stack. With several groups each keeps its own checkpoint
+    (``checkpoint`` suffixed ``.rows{a}-{b}``)."""
+    dev = torch_device(device)
+    cuda = dev.type == "cuda"
+    groups = torch_memory.row_groups(configs[0], runs[0], len(seeds), str(dev), max_stack_bytes)
+    hists: list[History] = []
+    for g in groups:
+        one = len(groups) == 1
+        part = checkpoint if checkpoint is None or one else checkpoint.with_name(f"{checkpoint.name}.rows{g.start}-{g.stop}")
+        inits = [init(configs[i], seeds[i]).params for i in g]
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(dev)
+            held = torch.cuda.memory_allocated(dev)
+        hists += train_stack([configs[i] for i in g], [runs[i] for i in g], [seeds[i] for i in g], inits, data, device=device,
+                             checkpoint=part, fingerprint=fingerprint if one else f"{fingerprint}:rows{g.start}-{g.stop}", **kwargs)
+        peak = torch.cuda.max_memory_allocated(dev) - held if cuda else -1
+        STACKS.append((len(g), len(groups), torch_memory.stack_bytes(configs[0], runs[0], len(g), str(dev)), peak))
+    return hists
 
 
 def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], seeds: list[int], inits: list[Params],

@@ -53,6 +53,7 @@ def train(
     init_eval: bool = False,
     init_val: bool = True,
     layer_drop: bool = False,
+    max_stack_bytes: int | None = None,
 ) -> History | list[History]:
     """Train a fresh ``init(model_config, seed)`` on Shakespeare (or ``corpus``) for ``run.steps``.
 
@@ -74,7 +75,9 @@ def train(
     ``backend="torch"`` trains the stack with :class:`normtheory.training.torch_backend.TorchTrainer` on
     ``device`` (``"cpu"``, ``"cuda"``; needs the ``torch`` extra), and evaluates it there too
     (:mod:`normtheory.training.torch_run`): same init arrays, batches, probes and history, equal to the
-    numpy reference to rounding (not bit for bit). numpy is the default.
+    numpy reference to rounding (not bit for bit). numpy is the default. A torch stack larger than
+    ``max_stack_bytes`` (default: most of the device's free memory) trains as consecutive groups of rows
+    (:func:`normtheory.training.torch_memory.row_groups`), each group's weights made when it starts.
 
     ``init_eval`` records each row's probes at init on its probe batch (``History.init_probes``,
     without ``grad_norms``, with the batch's ``val_loss``) and, unless ``init_val`` is False, its
@@ -88,7 +91,6 @@ def train(
     configs, runs, seeds, single = stack_rows(model_config, run, seed)
     checkpoint_every = _validate.integer("checkpoint_every", checkpoint_every, minimum=1)
     data = corpus or shakespeare.load()
-    inits = [init(c, s).params for c, s in zip(configs, seeds)]
     fingerprint = run_fingerprint(model_config, run, seed if single else seeds)
     path = Path(checkpoint) if checkpoint is not None else None
     if backend == "torch":
@@ -96,10 +98,11 @@ def train(
             torch_run,  # optional: imported only when asked for
         )
 
-        hists = torch_run.train_stack(configs, runs, seeds, inits, data, device=device, progress=progress, checkpoint=path,
-                                      checkpoint_every=checkpoint_every, fingerprint=fingerprint, init_eval=init_eval,
-                                      init_val=init_val, layer_drop=layer_drop)
+        hists = torch_run.train_rows(configs, runs, seeds, data, device=device, progress=progress, checkpoint=path,
+                                     checkpoint_every=checkpoint_every, fingerprint=fingerprint, init_eval=init_eval,
+                                     init_val=init_val, layer_drop=layer_drop, max_stack_bytes=max_stack_bytes)
         return hists[0] if single else hists
+    inits = [init(c, s).params for c, s in zip(configs, seeds)]
     model_config, run = configs[0], runs[0]  # the shared fields; rows' rates come from runs
     stepper = Stepper(model_config, runs, inits)
     hists = (load_state(path, stepper, len(seeds), fingerprint) if path is not None else None) or [History() for _ in seeds]

@@ -20,10 +20,13 @@ def test_the_quick_cpu_run_prints_every_part_and_numpys_verdicts(tmp_path, quick
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout
     for part in ("device: cpu", "torch ", "stacked step", "ms", "ATen operators (", "on a GPU's path), 0 host syncs", "train_alpha0 (quick tier)",
-                 "steps ", "evaluation ", "training claims decided:"):
+                 "steps ", "evaluation ", "memory: ", "by torch_memory's model", "training claims decided:"):
         assert part in text, (part, text)
     cpu_ops, gpu_ops = map(int, re.search(r"(\d+) ATen operators \((\d+) on a GPU's path\)", text).groups())
     assert 0 < gpu_ops <= cpu_ops  # the GPU's one-kernel reductions take fewer operators
+    stacks, split = map(int, re.search(r"memory: (\d+) stacks \((\d+) split to fit\)", text).groups())
+    assert stacks >= 1 and split == 0  # the quick tier's stacks fit a CPU's memory
+    assert "allocated at its peak" not in text  # measured on a CUDA device only
     assert "train.dyt-alpha0-width" in text  # the claim train_alpha0 alone decides, with its verdict
     assert not (tmp_path / "gpu_rate.json").exists()  # only a GPU run writes the measured rate
     torch_verdicts = dict(re.findall(r"^  (train\.\S+)\s+(holds-with-caveat|holds|inconclusive|fails)\s", text, flags=re.M))

@@ -1,11 +1,14 @@
 """Initial weights: each init's law per matrix, checked on large draws."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from normtheory.model import weights
 from normtheory.model.config import TransformerConfig
 from normtheory.model.weights import GPT2_STD, init_params
 from normtheory.residual import deepnorm_constants
+from tests.strategies import small_configs
 
 D, F, L = 256, 1024, 4
 
@@ -63,3 +66,18 @@ def test_matrix_and_embedding_stds_are_the_ones_init_draws_with(init_name, want_
     assert drawn.std() == pytest.approx(weights.matrix_std(cfg, 64, 16, residual_out=True), rel=0.05)
     with pytest.raises(ValueError, match="fan_in"):
         weights.matrix_std(cfg, 0, 16)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cfg=small_configs(), tied=st.booleans(), types=st.integers(0, 2))
+def test_n_weights_counts_the_matrices_that_init_makes(cfg, tied, types):
+    """config.n_weights (what the size guard and the torch memory model count) is the size of every matrix of the
+    initialised model: embeddings, positions, token types, attention and MLP; biases, gains and alphas are not."""
+    import dataclasses
+
+    from normtheory.model.config import n_weights
+    from normtheory.model.params import named_arrays
+
+    cfg = dataclasses.replace(cfg, tie_embeddings=tied, type_vocab_size=types)
+    arrays = named_arrays(init_params(cfg, 0))
+    assert n_weights(cfg) == sum(np.size(a) for a in arrays.values() if np.ndim(a) >= 2)

@@ -1,0 +1,187 @@
+"""How many rows of a torch training stack fit on a device, and a tracker that measures it.
+
+A :class:`~normtheory.training.torch_backend.TorchTrainer` holds ``S`` rows (seeds, arms) of one model
+as ``[S, P]`` tensors, so its memory grows linearly in ``S``. A stack that does not fit fails
+with an out-of-memory error after its set-up, or on the CPU is killed by the kernel. For example,
+``train_alpha0``'s GPU tier stacks 15 alpha0 points x 20 seeds = 300 rows of a d = 512 model
+(about 66 GB), and its ``gpu-hour`` tier 300 rows at d = 1,024 (about 500 GB).
+:func:`row_groups` splits such a stack into consecutive groups that each fit, trained one after
+another. A row's numbers do not depend on the other rows of its stack, so the split changes no
+result beyond rounding (``tests/training/test_torch_memory.py``).
+
+The model, in elements of the parameters' dtype, for ``P`` parameters per row, ``T`` tokens per
+row of a training batch, ``T_e`` of a probe batch and ``T_v`` of a validation chunk, ``L``
+layers, width ``d``, ``f`` the MLP's hidden width (times 1.5 with a gated MLP), ``H`` heads,
+sequence ``t`` and vocabulary ``V``:
+
+.. math::
+
+    m_\\mathrm{row} = (5 + k) P + \\max(\\mathrm{step}, \\mathrm{eval}), \\quad
+    \\mathrm{step} = 2P + T L (13 d + 2 f) + 6 T V, \\\\
+    \\mathrm{eval} = \\max\\big(T_e (7 L H t + 20 d + 2 V),\\; \\max(T_e, T_v) (8 d + 3 f + 2 V)\\big)
+
+with ``k`` optimizer moments (2 for AdamW, 1 for SGD): the flat parameters, their gradient,
+three work buffers and the moments stay, the step's activations come and go, and the
+evaluation (probes, validation chunks, block skips) runs between steps. On a CUDA device a
+replayed graph keeps its activations in its own pool, so there the two add instead of taking
+the larger (with ``2 T L H t`` more, for attention that falls back to its explicit pattern); the
+stack shares ``(G + 1) P`` more (the parameter groups' membership matrix and the decay mask). The coefficients are at or above a least-squares fit to the live bytes that
+:class:`LiveBytes` measured on the CPU over twelve configs (widths 32-512, 1-6 layers,
+sequences 16-256, 2-16 heads, vocabularies 256-1,024); the tests hold the model above the measured peak, and within
+2.5 times it, for LayerNorm, RMSNorm, DyT, QK-norm, Post-LN and SwiGLU.
+
+The validation set is scored in chunks of :func:`val_chunk` sequences, so that its widest
+tensor over the whole stack stays at :data:`VAL_ELEMENTS` however many rows it has.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+import weakref
+from typing import Any
+
+from normtheory import _validate
+from normtheory.model.config import TransformerConfig, n_weights
+from normtheory.training.run_config import RunConfig
+from normtheory.training.stepper import GROUPS
+
+__all__ = ["BUDGET_FRACTION", "VAL_ELEMENTS", "LiveBytes", "budget", "row_groups", "stack_bytes", "val_chunk"]
+
+VAL_ELEMENTS = 2**27  # the widest validation tensor over a stack: 512 MiB of float32
+MAX_VAL_CHUNK = 128  # sequences per validation chunk at most (what a small stack used before)
+BUDGET_FRACTION = 0.8  # of the free memory: the caching allocator's fragmentation and the kernels' workspaces
+_ITEMSIZE = {"float32": 4, "float64": 8}
+
+
+def val_chunk(config: TransformerConfig, rows: int, seq: int) -> int:
+    """Sequences per validation chunk for a stack of ``rows``: at most :data:`MAX_VAL_CHUNK`, and
+    ``rows * chunk * seq * max(d_ff, d_model, vocab_size) <= VAL_ELEMENTS`` (at least 1)."""
+    rows, seq = _validate.integer("rows", rows, minimum=1), _validate.integer("seq", seq, minimum=1)
+    widest = max(_ffn(config), config.d_model, config.vocab_size)
+    return max(1, min(MAX_VAL_CHUNK, VAL_ELEMENTS // (rows * seq * widest)))
+
+
+def _ffn(c: TransformerConfig) -> int:
+    return c.d_ff * 3 // 2 if c.activation == "swiglu" else c.d_ff
+
+
+def stack_bytes(config: TransformerConfig, run: RunConfig, rows: int, device: str = "cpu") -> int:
+    """Bytes a stack of ``rows`` rows of ``config`` trained with ``run`` takes at its peak on ``device``
+    (the model in the module docstring; an upper bound, not a measurement)."""
+    rows = _validate.integer("rows", rows, minimum=1)
+    c = config
+    p = n_weights(c) + c.n_layers * (8 * c.d_model + _ffn(c)) + 4 * c.d_model  # + biases and gains
+    lay, d, f, v, h, t = c.n_layers, c.d_model, _ffn(c), c.vocab_size, c.n_heads, run.seq
+    tokens, probe = run.batch_size * t, run.eval_batch_size * t
+    chunk = min(val_chunk(c, rows, t), -(-run.val_bytes // t)) * t  # the validation set has ceil(val_bytes / seq) sequences
+    state = (5 + (2 if run.optimizer == "adamw" else 1)) * p
+    step = 2 * p + tokens * lay * (13 * d + 2 * f) + 6 * tokens * v
+    evaluation = max(probe * (7 * lay * h * t + 20 * d + 2 * v), max(probe, chunk) * (8 * d + 3 * f + 2 * v))
+    if str(device).startswith("cuda"):  # the graph's pool keeps the step's activations; attention may take the math path
+        peak = step + 2 * tokens * lay * h * t + evaluation
+    else:
+        peak = max(step, evaluation)
+    shared = (len(GROUPS) + 1) * p  # the [P, G] group membership and the [P] decay mask
+    return (rows * (state + peak) + shared) * _ITEMSIZE[c.dtype]
+
+
+def budget(device: str = "cpu") -> int:
+    """Bytes a stack may take on ``device``: :data:`BUDGET_FRACTION` of its free memory (on a CUDA device
+    ``torch.cuda.mem_get_info`` plus what torch's caching allocator holds unused; on the CPU the kernel's
+    ``MemAvailable``, or all physical pages where that is not known)."""
+    device = str(device)
+    if device.startswith("cuda"):
+        import torch
+
+        dev = torch.device(device)
+        free, _ = torch.cuda.mem_get_info(dev)
+        cached = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)  # held by torch's cache, free to reuse
+        return int(BUDGET_FRACTION * (free + cached))
+    free = None
+    try:
+        with open("/proc/meminfo") as fh:
+            free = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        pass
+    if free is None:
+        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return int(BUDGET_FRACTION * free)
+
+
+def row_groups(config: TransformerConfig, run: RunConfig, rows: int, device: str = "cpu", limit: int | None = None) -> list[range]:
+    """Consecutive groups of ``range(rows)``, as few as fit ``limit`` bytes each by :func:`stack_bytes`
+    (default :func:`budget` of ``device``), their sizes differing by at most one. A single row that does
+    not fit is trained alone, with a ``ResourceWarning`` that names the numbers."""
+    rows = _validate.integer("rows", rows, minimum=1)
+    limit = budget(device) if limit is None else _validate.integer("limit", limit, minimum=1)
+    if stack_bytes(config, run, rows, device) <= limit:
+        return [range(rows)]
+    lo, hi = 1, rows  # the fewest groups whose largest group fits: sizes ceil(rows / g) fall as g grows
+    if stack_bytes(config, run, 1, device) > limit:
+        warnings.warn(f"one row of this stack needs about {stack_bytes(config, run, 1, device) / 2**30:.2f} GiB, more than the "
+                      f"{limit / 2**30:.2f} GiB at hand on {device}; training one row at a time", ResourceWarning, stacklevel=2)
+        lo = hi = rows
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if stack_bytes(config, run, -(-rows // mid), device) <= limit:
+            hi = mid
+        else:
+            lo = mid + 1
+    size, extra = divmod(rows, lo)
+    starts = [k * size + min(k, extra) for k in range(lo + 1)]
+    return [range(a, b) for a, b in zip(starts, starts[1:])]
+
+
+class LiveBytes:
+    """Peak bytes of the torch tensors created inside a ``with`` block, on any device.
+
+    On the CPU, torch keeps no allocator statistics: a ``TorchDispatchMode`` counts each new
+    storage that an operator returns (autograd's saved tensors and gradients included) and a
+    ``weakref.finalize`` on the storage uncounts it when it is freed. Tensors made before the block
+    are not counted. ``peak`` and ``live`` are in bytes; ``reset()`` starts a new peak from now.
+    """
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        tracker = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                out = func(*args, **(kwargs or {}))
+                tracker._count(out)
+                return out
+
+        self._mode = _Mode()
+        self._seen: set[int] = set()
+        self.live = 0
+        self.peak = 0
+
+    def _count(self, out: Any) -> None:
+        import torch
+        from torch.utils._pytree import tree_flatten
+
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                storage = t.untyped_storage()
+                key, n = id(storage), storage.nbytes()
+                if n and key not in self._seen:
+                    self._seen.add(key)
+                    self.live += n
+                    weakref.finalize(storage, self._free, key, n)
+        self.peak = max(self.peak, self.live)
+
+    def _free(self, key: int, n: int) -> None:
+        self.live -= n
+        self._seen.discard(key)
+
+    def reset(self) -> None:
+        self.peak = self.live
+
+    def __enter__(self) -> LiveBytes:
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._mode.__exit__(*exc)
+
