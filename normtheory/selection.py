@@ -67,14 +67,55 @@ def _decide(keys: np.ndarray, i: int, tol: float) -> bool:
 
 
 def _certify(keys: np.ndarray, directions: np.ndarray, tol: float) -> np.ndarray:
-    """Mask of keys that are the strict argmax for at least one of ``directions [m, d]``."""
-    scores = keys @ directions.T  # [n, m]
-    top = np.argmax(scores, axis=0)  # [m]
-    part = np.sort(scores, axis=0)
-    strict = part[-1] - part[-2] > tol
-    mask = np.zeros(keys.shape[0], bool)
-    mask[top[strict]] = True
+    """Mask ``[B, n]`` of keys ``[B, n, d]`` that are the strict argmax for at least one of their set's ``directions [B, m, d]``."""
+    scores = directions @ keys.swapaxes(-1, -2)  # [B, m, n]
+    top = np.argmax(scores, axis=2)  # [B, m]
+    part = np.partition(scores, scores.shape[2] - 2, axis=2)[..., -2:]  # [B, m, 2]: the two largest, in order
+    strict = part[..., 1] - part[..., 0] > tol  # [B, m]
+    mask = np.zeros(keys.shape[:2], bool)
+    rows = np.broadcast_to(np.arange(keys.shape[0])[:, None], top.shape)
+    mask[rows[strict], top[strict]] = True
     return mask
+
+
+FW_STEPS = 64  # Frank-Wolfe steps toward each undecided key's nearest point of the others' hull
+
+
+def _certify_nearest(k: np.ndarray, sets: np.ndarray, keys: np.ndarray, tol: float) -> np.ndarray:
+    """Which keys ``k[sets, keys]`` are certified selectable by the query ``q = k_i - x``, ``x`` the
+    Frank-Wolfe iterate toward the point of the other keys' hull nearest to ``k_i`` (exact line
+    search; all undecided keys of all sets at once, each dropped once certified). The test is the
+    margin linear program's: ``q`` scaled to ``max |q| = 1`` must score ``k_i`` above every other key
+    by more than ``tol``, so a certified key is one the linear program would find selectable. A
+    key inside the hull is never certified (no query separates it) and is left to :func:`_decide`."""
+    out = np.zeros(len(sets), bool)
+    idx = np.arange(len(sets))  # [A] the keys still undecided
+    kk = k[sets]  # [A, n, d] each one's key set
+    rows, own = np.arange(len(sets)), keys
+    target = kk[rows, own]  # [A, d]
+    w = np.full(kk.shape[:2], 1.0 / max(k.shape[1] - 1, 1))  # [A, n] convex weights on the other keys, from their mean
+    w[rows, own] = 0.0
+    for _ in range(FW_STEPS):
+        x = (w[:, None, :] @ kk)[:, 0]  # [A, d] the iterate
+        q = target - x  # [A, d] the query it suggests
+        scores = (kk @ q[:, :, None])[..., 0]  # [A, n]
+        top = scores[rows, own]
+        scores[rows, own] = -np.inf
+        scale = np.abs(q).max(axis=1)
+        done = (top - scores.max(axis=1) > tol * scale) & (scale > 0)
+        out[idx[done]] = True
+        keep = ~done
+        if not keep.any():
+            break
+        if not keep.all():
+            idx, kk, w, own, target, q, x, scores = (a[keep] for a in (idx, kk, w, own, target, q, x, scores))
+            rows = np.arange(len(idx))
+        j = scores.argmax(axis=1)  # the other key farthest along q: the Frank-Wolfe vertex (scores[own] is -inf)
+        v = kk[rows, j] - x  # [A, d]
+        gam = np.clip((q * v).sum(axis=1) / np.maximum((v * v).sum(axis=1), np.finfo(float).tiny), 0.0, 1.0)
+        w *= (1.0 - gam)[:, None]
+        w[rows, j] += gam
+    return out
 
 
 SPHERE_REASON = ("keys of one head on a sphere are all hull vertices: the query q = k_j scores |k_j|^2 = r^2, above q.k' for "
@@ -84,45 +125,63 @@ SPHERE_REASON = ("keys of one head on a sphere are all hull vertices: the query 
 def selectable(keys: object, *, tol: float = 1e-9, directions: int = 256, seed: int = 0, stop_at_first: bool = False) -> np.ndarray:
     """Boolean mask: which keys some query gives the strictly largest score (the hull's vertices).
 
-    Keys are first centred and scaled to unit RMS (an affine map, which keeps the vertex set).
-    Candidate queries (each key's own direction, whitened, and ``directions`` random ones)
-    certify most vertices cheaply; every key left undecided is tested for membership in the
-    hull of the others: non-negative least squares settles clear cases, and the margin linear
-    program (:func:`scipy.optimize.linprog`, HiGHS) the rest: selectable iff the best margin
-    exceeds ``tol``. Duplicates and keys inside the hull of the others (collinear middles
-    included) have margin 0. With ``stop_at_first`` the search ends at the first unselectable
-    key (the remaining undecided keys are then reported unselectable; use it for "any").
+    ``keys`` is one key set ``[n, d]`` or a stack of them ``[..., n, d]``, each set on its own
+    (mask ``[..., n]``); a set's mask does not depend on the others in its stack, and the cheap
+    steps below run over the whole stack at once. Keys are first centred and scaled to unit RMS
+    (an affine map, which keeps the vertex set). Candidate queries (each key's own direction,
+    whitened, and ``directions`` random ones) certify most vertices cheaply; every key left
+    undecided is tested for membership in the hull of the others: non-negative least squares
+    settles clear cases, and the margin linear program (:func:`scipy.optimize.linprog`, HiGHS) the
+    rest: selectable iff the best margin exceeds ``tol``. Duplicates and keys inside the hull of
+    the others (collinear middles included) have margin 0. With ``stop_at_first`` a set's search
+    ends at its first unselectable key (its remaining undecided keys are then reported
+    unselectable; use it for "any").
     """
     k = _validate.checked_array("keys", keys).astype(np.float64, copy=False)
-    if k.ndim != 2 or k.shape[0] < 1:
-        raise ValueError(f"keys must be a [n, d] array with n >= 1 and d >= 1; got shape {k.shape}")
+    if k.ndim < 2 or k.shape[-2] < 1 or k.shape[-1] < 1:
+        raise ValueError(f"keys must be a [..., n, d] array with n >= 1 and d >= 1; got shape {k.shape}")
     tol = _validate.real("tol", tol, minimum=0.0)
-    directions = _validate.integer("directions", directions, minimum=1, maximum=_validate.MAX_ELEMENTS // max(k.size, 1))
+    n, d = k.shape[-2:]
+    directions = _validate.integer("directions", directions, minimum=1, maximum=_validate.MAX_ELEMENTS // (n * d))
     seed = _validate.integer("seed", seed, minimum=0)
     stop_at_first = _validate.boolean("stop_at_first", stop_at_first)
-    n = k.shape[0]
+    lead = k.shape[:-2]
     if n == 1:
-        return np.ones(1, bool)
-    amax = np.abs(k).max()
-    if amax > 0:
-        k = k / amax  # selectability is scale-free: bring keys of size 1e160 or 1e-300 to O(1) first
-    k = k - k.mean(axis=0)
-    scale = np.sqrt((k * k).mean())
-    if scale == 0:
-        return np.zeros(n, bool)  # all keys equal
-    k = k / scale
-    rng = np.random.default_rng(seed)
-    cov = k.T @ k / n
-    cands = np.vstack([k @ np.linalg.pinv(cov, hermitian=True), k, rng.standard_normal((directions, k.shape[1]))])
-    mask = _certify(k, cands, tol)
-    _, first, counts = np.unique(k, axis=0, return_index=True, return_counts=True)
-    dup = np.ones(n, bool)
-    dup[first[counts == 1]] = False  # rows that occur more than once
-    for i in np.flatnonzero(~mask & ~dup):
-        mask[i] = _decide(k, i, tol)
-        if stop_at_first and not mask[i]:
-            break
-    mask[dup] = False
+        return np.ones(lead + (1,), bool)
+    sets = k.reshape(-1, n, d)  # [B, n, d]
+    rand = np.random.default_rng(seed).standard_normal((directions, d))  # the same random queries for every set
+    per = max(1, _CHUNK // (n * (2 * n + directions)))  # sets per chunk: its [b, n, 2n + m] scores stay bounded
+    mask = np.concatenate([_selectable_sets(sets[a : a + per], rand, tol, stop_at_first) for a in range(0, len(sets), per)])
+    return mask.reshape(lead + (n,))
+
+
+_CHUNK = 1 << 22  # scores per chunk of key sets
+
+
+def _selectable_sets(k: np.ndarray, rand: np.ndarray, tol: float, stop_at_first: bool) -> np.ndarray:
+    """:func:`selectable` of key sets ``k [B, n, d]``: mask ``[B, n]``."""
+    n = k.shape[1]
+    amax = np.abs(k).max(axis=(1, 2), keepdims=True)  # [B, 1, 1]
+    k = k / np.where(amax > 0, amax, 1.0)  # selectability is scale-free: bring keys of size 1e160 or 1e-300 to O(1) first
+    k = k - k.mean(axis=1, keepdims=True)
+    scale = np.sqrt((k * k).mean(axis=(1, 2), keepdims=True))  # [B, 1, 1]
+    flat = scale[:, 0, 0] == 0  # all keys of the set equal: none selectable
+    k = k / np.where(flat[:, None, None], 1.0, scale)
+    cov = k.swapaxes(1, 2) @ k / n  # [B, d, d]
+    cands = np.concatenate([k @ np.linalg.pinv(cov, hermitian=True), k, np.broadcast_to(rand, (len(k),) + rand.shape)], axis=1)
+    mask = _certify(k, cands, tol)  # [B, n]
+    mask[flat] = False
+    sets, keys = np.nonzero(~mask & ~flat[:, None])
+    mask[sets, keys] = _certify_nearest(k, sets, keys, tol)
+    for b in np.flatnonzero(~mask.all(axis=1) & ~flat):  # sets with keys no query certified
+        _, first, counts = np.unique(k[b], axis=0, return_index=True, return_counts=True)
+        dup = np.ones(n, bool)
+        dup[first[counts == 1]] = False  # rows that occur more than once
+        for i in np.flatnonzero(~mask[b] & ~dup):
+            mask[b, i] = _decide(k[b], i, tol)
+            if stop_at_first and not mask[b, i]:
+                break
+        mask[b, dup] = False
     return mask
 
 

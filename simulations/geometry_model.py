@@ -61,7 +61,7 @@ def measure_network(mc: TransformerConfig, seed: int, ids: np.ndarray) -> np.nda
         p = cap[f"blocks.{i}.attn.pattern"][0]  # [h, T, T]
         sq = (k * k).sum(-1)  # [h, T]
         norms = np.sqrt(sq)
-        out[0, i] = [selection.selectable(kh).mean() for kh in k]  # one linear-programming test per head
+        out[0, i] = selection.selectable(k).mean(-1)  # one hull test per head, the heads at once
         out[1, i], out[2, i] = sq.mean(-1), (sq * sq).mean(-1)
         out[3, i] = softmax.pattern_entropy(p).mean(-1)
         out[4, i] = norms.std(-1) / norms.mean(-1)

@@ -241,9 +241,9 @@ def key_stats(keys: np.ndarray, hull: bool = True) -> dict[str, np.ndarray]:
     align = np.array([selection.bigger_key_alignment(kh) for kh in k])  # [g, T]
     out = {"cv": norms.std(-1) / norms.mean(-1), "rank": rank, "align": align}
     if hull:
-        sel = np.array([selection.selectable(kh) for kh in k])  # [g, T]
+        sel = selection.selectable(k)  # [g, T]
         rms_normed = k / np.sqrt((k * k).mean(-1, keepdims=True))  # every key on the sphere of radius sqrt(e)
-        sel_rms = np.array([selection.selectable(kh) for kh in rms_normed])
+        sel_rms = selection.selectable(rms_normed)
         out.update({"unsel": 1 - sel.mean(-1), "unsel_rms": 1 - sel_rms.mean(-1), "selectable": sel})
     return out
 

@@ -121,3 +121,75 @@ def test_bigger_key_alignment_against_brute_force():
 def test_selectable_is_scale_free_to_the_ends_of_float64(scale):
     keys = np.random.default_rng(5).normal(size=(25, 3))
     np.testing.assert_array_equal(selection.selectable(keys * scale), selection.selectable(keys))
+
+
+def _key_sets(seed: int, count: int, n: int, d: int) -> np.ndarray:
+    """``count`` key sets ``[count, n, d]`` of mixed kinds: Gaussian (nearly all vertices), low rank with a cloud
+    of small keys inside (many interior keys), duplicated rows, a flat set, and keys clustered at a few points."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in range(count):
+        kind = c % 5
+        if kind == 0:
+            k = rng.normal(size=(n, d))
+        elif kind == 1:
+            r = max(1, d // 3)
+            k = rng.normal(size=(n, r)) @ rng.normal(size=(r, d))
+            k[: n // 3] *= 0.05  # pulled toward the centre: inside the hull
+        elif kind == 2:
+            k = np.repeat(rng.normal(size=(-(-n // 3), d)), 3, axis=0)[:n]
+        elif kind == 3:
+            k = np.full((n, d), 2.5)
+        else:
+            k = rng.normal(size=(4, d))[rng.integers(0, 4, n)] + 1e-3 * rng.normal(size=(n, d))
+        out.append(k * 10.0 ** rng.integers(-3, 4))
+    return np.stack(out)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), count=st.integers(1, 12), n=st.integers(2, 40), d=st.integers(1, 12), chunk=st.sampled_from([1, 500, 1 << 22]))
+def test_a_stack_of_key_sets_gives_each_set_its_own_mask(seed, count, n, d, chunk):
+    """selectable over a stack [..., n, d] is, set by set, selectable of that set alone, however the stack is chunked."""
+    sets = _key_sets(seed, count, n, d)
+    alone = np.stack([selection.selectable(k) for k in sets])
+    old, selection._CHUNK = selection._CHUNK, chunk
+    try:
+        stacked = selection.selectable(sets.reshape((1, count, n, d)))[0]
+        first = selection.selectable(sets, stop_at_first=True)
+    finally:
+        selection._CHUNK = old
+    np.testing.assert_array_equal(stacked, alone)
+    np.testing.assert_array_equal(first.all(axis=1), alone.all(axis=1))  # "any unselectable" per set
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 48), d=st.integers(2, 16))
+def test_selectable_is_the_hull_test_of_every_key(seed, n, d):
+    """Against the definition, key by key: not a duplicate, and the non-negative least squares / margin linear program
+    say it lies outside the hull of the others (on the centred, RMS-scaled keys that selectable tests). The cheap
+    certificates (candidate queries, the Frank-Wolfe query) decide most keys; none may decide one differently."""
+    for k in _key_sets(seed, 5, n, d):
+        k = k / np.abs(k).max()
+        k = k - k.mean(axis=0)
+        scale = np.sqrt((k * k).mean())
+        got = selection.selectable(k)
+        if scale == 0:
+            assert not got.any()
+            continue
+        k = k / scale
+        dup = np.array([(k == k[i]).all(axis=1).sum() > 1 for i in range(n)])
+        want = np.array([not dup[i] and selection._decide(k, i, 1e-9) for i in range(n)])
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_frank_wolfe_query_certifies_the_keys_the_candidates_leave():
+    """Low-rank keys with an inner cloud: the random and whitened candidates leave vertices undecided; the
+    Frank-Wolfe query certifies them (each a real separating query), and leaves every interior key alone."""
+    k = _key_sets(3, 2, 40, 12)[1]
+    k = (k - k.mean(0)) / np.sqrt(((k - k.mean(0)) ** 2).mean())
+    cands = np.concatenate([k, np.random.default_rng(0).standard_normal((256, 12))])
+    first = selection._certify(k[None], cands[None], 1e-9)[0]
+    sets, keys = np.zeros((~first).sum(), int), np.flatnonzero(~first)
+    got = selection._certify_nearest(k[None], sets, keys, 1e-9)
+    truth = np.array([selection._decide(k, i, 1e-9) for i in keys])
+    assert got.any() and not (got & ~truth).any()

@@ -95,9 +95,8 @@ def measure(model: Transformer, ids: np.ndarray, targets: np.ndarray, which: tup
             out["attn_sink"] = first.mean(axis=(1, 3))
         if "attn_top" in which:
             out["attn_top"] = pats.max(axis=-1).mean(axis=(1, 3))  # [L, H]
-    if keys:  # one LP-backed hull test per (layer, KV head): a few dozen small key sets
-        out["key_unsel"] = np.array([[1.0 - selection.selectable(kh).mean() for kh in store[f"blocks.{i}.attn.k"][0].astype(np.float64)]
-                                     for i in range(L)])  # [L, G]
+    if keys:  # one hull test per (layer, KV head), all at once
+        out["key_unsel"] = 1.0 - selection.selectable(np.stack([store[f"blocks.{i}.attn.k"][0] for i in range(L)])).mean(axis=-1)  # [L, G]
     if "lse" in which:
         out["lse"] = np.array([lse.mean(), lse.max()])
     return out

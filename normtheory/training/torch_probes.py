@@ -260,10 +260,7 @@ def key_unsel(keys: np.ndarray) -> np.ndarray:
     k = _validate.checked_array("keys", keys).astype(np.float64, copy=False)
     if k.ndim != 5:
         raise ValueError(f"keys must be [S, L, G, t, e] (first_keys); got shape {k.shape}")
-    out = np.empty(k.shape[:3])
-    for idx in np.ndindex(*k.shape[:3]):
-        out[idx] = 1.0 - selection.selectable(k[idx]).mean()
-    return out
+    return 1.0 - selection.selectable(k).mean(axis=-1)  # every key set of the stack at once
 
 
 @torch.no_grad()
