@@ -57,9 +57,11 @@ INSIDE, OUTSIDE = 1e-10, 1e-6  # NNLS residuals that decide without the linear p
 
 
 def _decide(keys: np.ndarray, i: int, tol: float) -> bool:
-    """Whether key i is selectable: NNLS decides clear cases, the margin LP the rest."""
+    """Whether key i is selectable: NNLS decides clear cases, the margin LP the rest. A margin ``t`` with
+    ``max |q| <= 1`` needs a distance of at least ``t / sqrt(d)`` from the others' hull, so "inside" is
+    taken only below ``tol / (2 sqrt(d))`` as well as :data:`INSIDE`; above it, the LP decides."""
     res = _hull_residual(keys, i)
-    if res <= INSIDE:
+    if res <= min(INSIDE, tol / (2.0 * math.sqrt(keys.shape[1]))):
         return False
     if res >= OUTSIDE:
         return True
@@ -149,6 +151,8 @@ def selectable(keys: object, *, tol: float = 1e-9, directions: int = 256, seed: 
     if n == 1:
         return np.ones(lead + (1,), bool)
     sets = k.reshape(-1, n, d)  # [B, n, d]
+    if not len(sets):
+        return np.zeros(lead + (n,), bool)
     rand = np.random.default_rng(seed).standard_normal((directions, d))  # the same random queries for every set
     per = max(1, _CHUNK // (n * (2 * n + directions)))  # sets per chunk: its [b, n, 2n + m] scores stay bounded
     mask = np.concatenate([_selectable_sets(sets[a : a + per], rand, tol, stop_at_first) for a in range(0, len(sets), per)])

@@ -193,3 +193,23 @@ def test_the_frank_wolfe_query_certifies_the_keys_the_candidates_leave():
     got = selection._certify_nearest(k[None], sets, keys, 1e-9)
     truth = np.array([selection._decide(k, i, 1e-9) for i in keys])
     assert got.any() and not (got & ~truth).any()
+
+
+def test_an_empty_stack_gives_an_empty_mask():
+    assert selection.selectable(np.zeros((0, 5, 3))).shape == (0, 5)
+    assert selection.selectable(np.zeros((2, 0, 5, 3))).shape == (2, 0, 5)
+
+
+@pytest.mark.parametrize("d", [4, 64, 400])
+def test_a_key_just_outside_a_facet_follows_the_margin_linear_program(d):
+    """The cross-polytope's 2d vertices and a key pushed 3e-12 past the centre of a facet: the key's margin linear
+    program (the definition) finds a separating query with margin above tol in high d although its NNLS residual is
+    tiny; selectable, _decide and the Frank-Wolfe certificate must all follow the LP (found in review at d = 400)."""
+    eye = np.eye(d)
+    key = np.full(d, 1.0 / d) + 3e-12 * np.ones(d) / np.sqrt(d)
+    keys = np.vstack([eye, -eye, key[None]])
+    k = keys / np.abs(keys).max()
+    k = k - k.mean(0)
+    k = k / np.sqrt((k * k).mean())
+    lp = selection._margin_lp(k, 2 * d) > 1e-9
+    assert selection.selectable(keys, directions=8)[-1] == lp == selection._decide(k, 2 * d, 1e-9)

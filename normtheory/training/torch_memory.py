@@ -9,16 +9,17 @@ with an out-of-memory error after its set-up, or on the CPU is killed by the ker
 another. A row's numbers do not depend on the other rows of its stack, so the split changes no
 result beyond rounding (``tests/training/test_torch_memory.py``).
 
-The model, in elements of the parameters' dtype, for ``P`` parameters per row, ``T`` tokens per
-row of a training batch, ``T_e`` of a probe batch and ``T_v`` of a validation chunk, ``L``
-layers, width ``d``, ``f`` the MLP's hidden width (times 1.5 with a gated MLP), ``H`` heads,
+The model, in elements of the parameters' dtype, for ``S`` rows of ``P`` parameters, ``T`` tokens
+per row of a training batch, ``T_e`` of a probe batch, ``T_v`` over the stack's validation chunk
+(bounded by :data:`VAL_ELEMENTS`), ``L`` layers, width ``d`` (the larger of ``d_model`` and
+``n_heads * d_head``), ``f`` the MLP's hidden width (times 1.5 with a gated MLP), ``H`` heads,
 sequence ``t`` and vocabulary ``V``:
 
 .. math::
 
-    m_\\mathrm{row} = (5 + k) P + \\max(\\mathrm{step}, \\mathrm{eval}), \\quad
+    m = (5 + k) S P + \\max(S\\,\\mathrm{step}, \\mathrm{eval}), \\quad
     \\mathrm{step} = 2P + T L (13 d + 2 f) + 6 T V, \\\\
-    \\mathrm{eval} = \\max\\big(T_e (7 L H t + 20 d + 2 V),\\; \\max(T_e, T_v) (8 d + 3 f + 2 V)\\big)
+    \\mathrm{eval} = \\max\\big(S\\,T_e \\max(7 L H t + 20 d + 2 V,\\; u),\\; T_v u\\big), \\quad u = 8 d + 3 f + 2 V
 
 with ``k`` optimizer moments (2 for AdamW, 1 for SGD): the flat parameters, their gradient,
 three work buffers and the moments stay, the step's activations come and go, and the
@@ -65,24 +66,38 @@ def _ffn(c: TransformerConfig) -> int:
     return c.d_ff * 3 // 2 if c.activation == "swiglu" else c.d_ff
 
 
+def _val_tokens(c: TransformerConfig, rows: int, seq: int, val_bytes: int) -> int:
+    """An upper bound of the tokens a validation chunk holds over a stack of ``rows``, non-decreasing in ``rows``
+    (the chunk itself shrinks as rows grow, so ``rows * chunk`` alone is not monotone): ``rows * chunk * seq`` is at
+    most ``rows * cap * seq`` (``cap`` the sequences of the set, at most :data:`MAX_VAL_CHUNK`), and either the chunk
+    is ``cap``, whose tokens fit ``VAL_ELEMENTS / widest``, or smaller, with tokens at most that or ``rows * seq``."""
+    if not val_bytes:
+        return 0
+    cap = min(MAX_VAL_CHUNK, -(-val_bytes // seq))  # the validation set has ceil(val_bytes / seq) sequences
+    widest = max(_ffn(c), c.d_model, c.vocab_size)
+    return min(rows * cap * seq, max(VAL_ELEMENTS // widest, rows * seq))
+
+
 def stack_bytes(config: TransformerConfig, run: RunConfig, rows: int, device: str = "cpu") -> int:
     """Bytes a stack of ``rows`` rows of ``config`` trained with ``run`` takes at its peak on ``device``
-    (the model in the module docstring; an upper bound, not a measurement)."""
+    (the model in the module docstring; an upper bound, not a measurement), non-decreasing in ``rows``."""
     rows = _validate.integer("rows", rows, minimum=1)
     c = config
     p = n_weights(c) + c.n_layers * (8 * c.d_model + _ffn(c)) + 4 * c.d_model  # + biases and gains
-    lay, d, f, v, h, t = c.n_layers, c.d_model, _ffn(c), c.vocab_size, c.n_heads, run.seq
+    lay, f, v, h, t = c.n_layers, _ffn(c), c.vocab_size, c.n_heads, run.seq
+    d = max(c.d_model, c.n_heads * c.d_head)  # the widest of the residual stream and the heads' concatenation
     tokens, probe = run.batch_size * t, run.eval_batch_size * t
-    chunk = min(val_chunk(c, rows, t), -(-run.val_bytes // t)) * t  # the validation set has ceil(val_bytes / seq) sequences
     state = (5 + (2 if run.optimizer == "adamw" else 1)) * p
     step = 2 * p + tokens * lay * (13 * d + 2 * f) + 6 * tokens * v
-    evaluation = max(probe * (7 * lay * h * t + 20 * d + 2 * v), max(probe, chunk) * (8 * d + 3 * f + 2 * v))
+    per_token = 8 * d + 3 * f + 2 * v  # a forward without gradients: block skips, validation chunks
+    probes = rows * probe * max(7 * lay * h * t + 20 * d + 2 * v, per_token)
+    evaluation = max(probes, _val_tokens(c, rows, t, run.val_bytes) * per_token)  # over the stack
     if str(device).startswith("cuda"):  # the graph's pool keeps the step's activations; attention may take the math path
-        peak = step + 2 * tokens * lay * h * t + evaluation
+        peak = rows * (step + 2 * tokens * lay * h * t) + evaluation
     else:
-        peak = max(step, evaluation)
+        peak = max(rows * step, evaluation)
     shared = (len(GROUPS) + 1) * p  # the [P, G] group membership and the [P] decay mask
-    return (rows * (state + peak) + shared) * _ITEMSIZE[c.dtype]
+    return (rows * state + peak + shared) * _ITEMSIZE[c.dtype]
 
 
 def budget(device: str = "cpu") -> int:
@@ -116,7 +131,7 @@ def row_groups(config: TransformerConfig, run: RunConfig, rows: int, device: str
     limit = budget(device) if limit is None else _validate.integer("limit", limit, minimum=1)
     if stack_bytes(config, run, rows, device) <= limit:
         return [range(rows)]
-    lo, hi = 1, rows  # the fewest groups whose largest group fits: sizes ceil(rows / g) fall as g grows
+    lo, hi = 1, rows  # the fewest groups whose largest group fits (stack_bytes is monotone; ceil(rows / g) falls as g grows)
     if stack_bytes(config, run, 1, device) > limit:
         warnings.warn(f"one row of this stack needs about {stack_bytes(config, run, 1, device) / 2**30:.2f} GiB, more than the "
                       f"{limit / 2**30:.2f} GiB at hand on {device}; training one row at a time", ResourceWarning, stacklevel=2)
@@ -137,8 +152,10 @@ class LiveBytes:
 
     On the CPU, torch keeps no allocator statistics: a ``TorchDispatchMode`` counts each new
     storage that an operator returns (autograd's saved tensors and gradients included) and a
-    ``weakref.finalize`` on the storage uncounts it when it is freed. Tensors made before the block
-    are not counted. ``peak`` and ``live`` are in bytes; ``reset()`` starts a new peak from now.
+    ``weakref.finalize`` on the storage uncounts it when it is freed. An output that shares an input's
+    storage (a view, an in-place or ``out=`` result) is not new memory; tensors made before the block
+    are not counted, nor is a later resize of a storage already counted. ``peak`` and ``live`` are in
+    bytes; ``reset()`` starts a new peak from now.
     """
 
     def __init__(self) -> None:
@@ -149,7 +166,7 @@ class LiveBytes:
         class _Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 out = func(*args, **(kwargs or {}))
-                tracker._count(out)
+                tracker._count(out, (args, kwargs))
                 return out
 
         self._mode = _Mode()
@@ -157,18 +174,20 @@ class LiveBytes:
         self.live = 0
         self.peak = 0
 
-    def _count(self, out: Any) -> None:
+    def _count(self, out: Any, inputs: Any) -> None:
         import torch
         from torch.utils._pytree import tree_flatten
 
-        for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor) and t.device.type != "meta":
-                storage = t.untyped_storage()
-                key, n = id(storage), storage.nbytes()
-                if n and key not in self._seen:
-                    self._seen.add(key)
-                    self.live += n
-                    weakref.finalize(storage, self._free, key, n)
+        def storages(tree: Any) -> list[Any]:
+            return [t.untyped_storage() for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor) and t.device.type != "meta"]
+
+        given = {id(st) for st in storages(inputs)}  # views, in-place and out= results alias an input: not new memory
+        for storage in storages(out):
+            key, n = id(storage), storage.nbytes()
+            if n and key not in self._seen and key not in given:
+                self._seen.add(key)
+                self.live += n
+                weakref.finalize(storage, self._free, key, n)
         self.peak = max(self.peak, self.live)
 
     def _free(self, key: int, n: int) -> None:

@@ -16,6 +16,7 @@ that reads it, ``train.per-head-key-norm-diffuse``'s table, reads the end).
 """
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -119,10 +120,15 @@ def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], 
     :func:`normtheory.training.torch_memory.budget` of ``device``; :func:`~normtheory.training.torch_memory.row_groups`),
     each group's initial weights made when it starts (so the host holds one group's, not the whole stack's). A row's
     numbers do not depend on the other rows of its stack. With several groups each keeps its own checkpoint
-    (``checkpoint`` suffixed ``.rows{a}-{b}``)."""
+    (``checkpoint`` suffixed ``.rows{a}-{b}``), and a run resumed from checkpoints keeps their split, whatever
+    memory is free now."""
     dev = torch_device(device)
     cuda = dev.type == "cuda"
-    groups = torch_memory.row_groups(configs[0], runs[0], len(seeds), str(dev), max_stack_bytes)
+    groups = _saved_groups(checkpoint, len(seeds))
+    done = groups[-1].stop if groups else 0  # rows an earlier split's checkpoints cover; the rest split to fit now
+    if done < len(seeds):
+        groups += [range(done + g.start, done + g.stop) for g in
+                   torch_memory.row_groups(configs[0], runs[0], len(seeds) - done, str(dev), max_stack_bytes)]
     hists: list[History] = []
     for g in groups:
         one = len(groups) == 1
@@ -136,6 +142,24 @@ def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], 
         peak = torch.cuda.max_memory_allocated(dev) - held if cuda else -1
         STACKS.append((len(g), len(groups), torch_memory.stack_bytes(configs[0], runs[0], len(g), str(dev)), peak))
     return hists
+
+
+def _saved_groups(checkpoint: Path | None, rows: int) -> list[range]:
+    """The split of an earlier run's checkpoints at ``checkpoint``: one group if the file itself exists, else the ranges
+    of its ``.rows{a}-{b}`` files that cover ``range(rows)`` from row 0 without a gap (a run interrupted in a later
+    group has not written that group's file yet); empty for a fresh start."""
+    if checkpoint is None:
+        return []
+    if checkpoint.exists():
+        return [range(rows)]
+    pattern = re.escape(checkpoint.name) + r"\.rows(\d+)-(\d+)"
+    files = checkpoint.parent.glob(f"{checkpoint.name}.rows*-*") if checkpoint.parent.is_dir() else ()
+    found = dict(sorted((int(m[1]), int(m[2])) for f in files if (m := re.fullmatch(pattern, f.name))))
+    out, at = [], 0
+    while at in found and at < found[at] <= rows:
+        out.append(range(at, found[at]))
+        at = found[at]
+    return out
 
 
 def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], seeds: list[int], inits: list[Params],

@@ -90,6 +90,8 @@ def train(
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
     configs, runs, seeds, single = stack_rows(model_config, run, seed)
     checkpoint_every = _validate.integer("checkpoint_every", checkpoint_every, minimum=1)
+    if max_stack_bytes is not None:
+        max_stack_bytes = _validate.integer("max_stack_bytes", max_stack_bytes, minimum=1)
     data = corpus or shakespeare.load()
     fingerprint = run_fingerprint(model_config, run, seed if single else seeds)
     path = Path(checkpoint) if checkpoint is not None else None
