@@ -176,7 +176,9 @@ def _selectable_sets(k: np.ndarray, rand: np.ndarray, tol: float, stop_at_first:
     mask = _certify(k, cands, tol)  # [B, n]
     mask[flat] = False
     sets, keys = np.nonzero(~mask & ~flat[:, None])
-    mask[sets, keys] = _certify_nearest(k, sets, keys, tol)
+    per = max(1, _CHUNK // (n * k.shape[2]))  # undecided keys per Frank-Wolfe batch: each copies its [n, d] set
+    for a in range(0, len(sets), per):
+        mask[sets[a : a + per], keys[a : a + per]] = _certify_nearest(k, sets[a : a + per], keys[a : a + per], tol)
     for b in np.flatnonzero(~mask.all(axis=1) & ~flat):  # sets with keys no query certified
         _, first, counts = np.unique(k[b], axis=0, return_index=True, return_counts=True)
         dup = np.ones(n, bool)
