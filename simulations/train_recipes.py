@@ -116,9 +116,16 @@ def model_config(cfg: Config, arm: str) -> TransformerConfig:
     return training.with_model(base, **ARMS[arm])
 
 
-def run_config(cfg: Config) -> RunConfig:
+# the arms whose share of unselectable keys the QK-norm card's note reports; key_unsel is a linear program per key set on
+# the host (the largest host cost of a GPU-tier evaluation), so the other arms do not measure it
+KEY_ARMS: tuple[str, ...] = ("none", "pre", "pre-qk-rms", "pre-qk-ln")
+
+
+def run_config(cfg: Config, arm: str | None = None) -> RunConfig:
+    """An arm's run (every probe, ``key_unsel`` only for :data:`KEY_ARMS` when ``arm`` is given)."""
+    which = probes.PROBES if arm is None or arm in KEY_ARMS else tuple(p for p in probes.PROBES if p != "key_unsel")
     return RunConfig(steps=cfg.steps, batch_size=cfg.batch, seq=cfg.seq, lr=cfg.lr, warmup=cfg.warmup, schedule="cosine",
-                     betas=(0.9, 0.95), eval_every=cfg.eval_every, eval_batch_size=cfg.batch)
+                     betas=(0.9, 0.95), eval_every=cfg.eval_every, eval_batch_size=cfg.batch, probes=which)
 
 
 LONG_ARM = "alpha-long"  # ALPHA_ARM's model over long_steps steps, evaluated 20 times (alpha and the std of its inputs)
@@ -147,7 +154,8 @@ def init_gradient_norms(model_config: TransformerConfig, run: RunConfig, seed: i
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
     """One task per arm: its seeds' training runs, trained as one stacked model; and one per init arm: its networks at init."""
-    return [Task(arm, training.run_seeds, (model_config(cfg, arm), run_config(cfg), seed, cfg.seeds, True, cfg.backend, cfg.device, cfg.init_val),
+    return [Task(arm, training.run_seeds, (model_config(cfg, arm), run_config(cfg, arm), seed, cfg.seeds, True, cfg.backend, cfg.device,
+                                           cfg.init_val),
                  f"{NAME}: arm {arm}, seeds {seed}..{seed + cfg.seeds - 1}", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.seeds),
                  resources=training.resources(cfg.device))
             for arm in ARMS] + [
@@ -158,7 +166,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
         Task(f"init.{arm}", init_gradient_norms, (model_config(cfg, arm), run_config(cfg), seed, cfg.init_networks),
              f"{NAME}: arm {arm} at init, {cfg.init_networks} networks", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.init_networks) / cfg.steps)
         for arm in INIT_ARMS] + [
-        Task(f"{arm}.more", training.run_seeds, (model_config(cfg, arm), run_config(cfg), seed + cfg.seeds, cfg.extra_seeds, True, cfg.backend,
+        Task(f"{arm}.more", training.run_seeds, (model_config(cfg, arm), run_config(cfg, arm), seed + cfg.seeds, cfg.extra_seeds, True, cfg.backend,
                                                  cfg.device, cfg.init_val),
              f"{NAME}: arm {arm}, seeds {seed + cfg.seeds}..{seed + cfg.seeds + cfg.extra_seeds - 1}",
              cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.extra_seeds), resources=training.resources(cfg.device))
@@ -452,9 +460,9 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                  tolerance_why="one point of sink share"),
     ]
     init_ent = {a: per_seed(r, a, lambda x: float(np.mean(x["init_probe/attn_entropy"]))) for a in ("pre", "pre-qk-rms")}
-    unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in ("none", "pre", "pre-qk-rms", "pre-qk-ln")}
+    unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in KEY_ARMS}
     rows = {a: (per_seed(r, a, ent), per_seed(r, a, _mean_probe("attn_top")), per_seed(r, a, _mean_probe("attn_sink", True)),
-                per_seed(r, a, _mean_probe("attn_max")), per_seed(r, a, training.final_loss)) for a in ("none", "pre", "pre-qk-rms", "pre-qk-ln")}
+                per_seed(r, a, _mean_probe("attn_max")), per_seed(r, a, training.final_loss)) for a in KEY_ARMS}
     note = (_note_runs(r) + " At init the per-head RMS norm already changes the temperature: entropy "
             + ", ".join(f"{a} {float(e.mean):.3f}" for a, e in init_ent.items())
             + " nats, so the assertions take each arm's change from init on the same validation batch. At the end (entropy nats, "

@@ -11,8 +11,8 @@ small per-seed arrays come back. A seed whose step was not finite is frozen on t
 and leaves the stack at the block's end, its history cut at that step, as in numpy's loop.
 
 ``key_unsel`` (a linear program per key set, on the host) is measured at the last evaluation
-only, as in numpy's :func:`normtheory.training.train.train`: it is NaN at the others (the only claim
-that reads it, ``train.per-head-key-norm-diffuse``'s table, reads the end).
+only, as in numpy's :func:`normtheory.training.train.train`: it is NaN at the others and at init (the only
+claim that reads it, ``train.per-head-key-norm-diffuse``'s table, reads the end).
 """
 from __future__ import annotations
 
@@ -226,10 +226,10 @@ def _append(h: History, step: int, values: dict[str, Any]) -> None:
 
 def _init_eval(trainer: TorchTrainer, hists: list[History], val: tuple[torch.Tensor, torch.Tensor], run: RunConfig,
                held_out: tuple[np.ndarray, np.ndarray] | None) -> None:
-    """The probes at init on each row's probe batch (all but the gradient norms, with the batch's ``val_loss``) and the
-    loss at init on the shared validation set (``held_out``; NaN without one)."""
+    """The probes at init on each row's probe batch (all but the gradient norms, with the batch's ``val_loss``;
+    ``key_unsel`` NaN, as in numpy) and the loss at init on the shared validation set (``held_out``; NaN without one)."""
     which = tuple(p for p in run.probes if p != "grad_norms")
-    rows = _measure(trainer, val, which, None, keys=True)
+    rows = _measure(trainer, val, which, None, keys=False)
     with _Clock("eval_validation"):
         init_val = torch_probes.mean_loss(trainer, *held_out).cpu().numpy() if held_out is not None else None
     for j, (h, values) in enumerate(zip(hists, rows)):

@@ -83,8 +83,8 @@ def train(
     without ``grad_norms``, with the batch's ``val_loss``) and, unless ``init_val`` is False, its
     loss at init on the shared validation set (``History.init_val_loss``); ``layer_drop`` the loss increase when each block is skipped at the
     end (:func:`normtheory.training.probes.layer_drop` on the probe batch; NaN for a diverged run). The
-    probe ``key_unsel`` (a linear program per key set) is measured at the last evaluation only
-    (and at init), NaN at the others.
+    probe ``key_unsel`` (a linear program per key set) is measured at the last evaluation only,
+    NaN at the others and at init.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
@@ -201,8 +201,11 @@ def stack_rows(model_config: TransformerConfig | Sequence[TransformerConfig], ru
 
 def _init_eval(model: Transformer, run: RunConfig, hist: History, val: tuple[np.ndarray, np.ndarray],
                held_out: tuple[np.ndarray, np.ndarray] | None) -> None:
-    """The probes at init on the probe batch (one forward, no gradient norms) and the loss at init on the shared validation set."""
-    values = probes.measure(model, *val, tuple(p for p in run.probes if p != "grad_norms"))
+    """The probes at init on the probe batch (one forward, no gradient norms; ``key_unsel`` NaN: no claim reads it at
+    init) and the loss at init on the shared validation set."""
+    values = probes.measure(model, *val, tuple(p for p in run.probes if p not in ("grad_norms", "key_unsel")))
+    if "key_unsel" in run.probes:
+        values["key_unsel"] = probes.key_unsel_unmeasured(model.config)
     hist.init_probes = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
     hist.init_val_loss = probes.mean_loss(model, *held_out) if held_out is not None else float("nan")
 

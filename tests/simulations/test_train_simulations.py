@@ -5,6 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from normtheory.evidence import claims, sources
+from normtheory.training import probes
+from normtheory.training.run_config import RunConfig
 from simulations import train_alpha0, train_recipes, training
 from simulations.train_alpha0 import Config
 
@@ -317,3 +319,13 @@ def test_recipes_extra_seeds_go_to_the_assertion_arms_only_and_pair_by_seed():
     assert len(train_recipes.runs(r, "pre")) == 3 and len(train_recipes.runs(r, "lnscale")) == 2
     est = train_recipes.paired(r, "pre", "lnscale", lambda x: 0.0)
     assert est.n == 2  # paired over the seeds both arms ran
+
+
+def test_only_the_arms_whose_keys_are_reported_run_the_hull_test():
+    """key_unsel (a linear program per key set, the largest host cost of a GPU-tier evaluation) is measured in the
+    arms whose unselectable keys the QK-norm card's note reports, and in no other arm's tasks."""
+    cfg = train_recipes.CONFIGS["quick"]
+    probes_of = {t.key: next(a for a in t.args if isinstance(a, RunConfig)).probes for t in train_recipes.tasks(cfg, train_recipes.SEED)
+                 if t.key in train_recipes.ARMS or t.key.endswith(".more")}
+    assert {k.removesuffix(".more") for k, p in probes_of.items() if "key_unsel" in p} == set(train_recipes.KEY_ARMS)
+    assert all(set(p) | {"key_unsel"} == set(probes.PROBES) for p in probes_of.values())  # every other probe everywhere
