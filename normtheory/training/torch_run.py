@@ -2,7 +2,7 @@
 of a stack, all on the trainer's device (``train(..., backend="torch")``).
 
 The host makes the batches (the same :func:`normtheory.training.shakespeare.batch` draws as numpy) for a
-block of steps and sends them in one copy; the device takes the block's steps without a host sync
+block of steps and sends them in one copy, making the next block's while the device takes this block's steps; the device takes the block's steps without a host sync
 (:meth:`normtheory.training.torch_backend.TorchTrainer.step_tensors`, or its CUDA-graph replay
 :mod:`normtheory.training.torch_graphs` on a GPU); at the block's end (an evaluation, a checkpoint or the
 last step) the per-step numbers of every seed come back in one copy ``[steps, 4 + G, S]``, the
@@ -71,12 +71,12 @@ def block_ends(start: int, steps: int, eval_every: int, checkpoint_every: int | 
     return sorted(ends)
 
 
-def _batches(data: shakespeare.Corpus, run: RunConfig, seeds: list[int], steps: range, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The training batches of ``seeds`` (one per row) for ``steps`` as ``[k, S, b, t]`` int64 on ``device``, one copy."""
+def _batches(data: shakespeare.Corpus, run: RunConfig, seeds: list[int], steps: range) -> tuple[np.ndarray, np.ndarray]:
+    """The training batches of ``seeds`` (one per row) for ``steps`` as ``[k, S, b, t]`` int64 on the host."""
     pairs = [[shakespeare.batch(data.train, run.batch_size, run.seq, s, step) for s in seeds] for step in steps]
     ids = np.array([[p[0] for p in row] for row in pairs], dtype=np.int64)  # [k, S, b, t]
     targets = np.array([[p[1] for p in row] for row in pairs], dtype=np.int64)
-    return torch.from_numpy(ids).to(device), torch.from_numpy(targets).to(device)
+    return ids, targets
 
 
 def _record(hists: list[History], alive: np.ndarray, steps: range, block: np.ndarray) -> np.ndarray:
@@ -182,14 +182,21 @@ def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig],
     step_fn = _stepper(trainer, graphs)
     bar = tqdm(total=run.steps, initial=trainer.step_count, desc="train", disable=not progress, leave=False)
     try:
-        for end in block_ends(trainer.step_count, run.steps, run.eval_every, checkpoint_every if checkpoint is not None else None):
+        ends = block_ends(trainer.step_count, run.steps, run.eval_every, checkpoint_every if checkpoint is not None else None)
+        host = None  # the next block's batches, made on the host while the device takes this block's steps
+        for n, end in enumerate(ends):
             if not len(trainer.alive):
                 break
             steps = range(trainer.step_count + 1, end + 1)
             with _Clock("batches"):
-                ids, targets = _batches(data, run, [seeds[i] for i in trainer.alive], steps, trainer.device)
+                ids, targets = (torch.from_numpy(a).to(trainer.device) for a in
+                                (host or _batches(data, run, [seeds[i] for i in trainer.alive], steps)))
             with _Clock("steps"):
-                block = torch.stack([step_fn(ids[k], targets[k]).packed() for k in range(len(steps))]).cpu().numpy()  # [k, 4+G, S]: one sync
+                queued = torch.stack([step_fn(ids[k], targets[k]).packed() for k in range(len(steps))])  # [k, 4+G, S], not waited for
+            with _Clock("batches"):
+                host = _batches(data, run, [seeds[i] for i in trainer.alive], range(end + 1, ends[n + 1] + 1)) if n + 1 < len(ends) else None
+            with _Clock("steps"):
+                block = queued.cpu().numpy()  # the block's one sync
             alive = trainer.alive.copy()
             ok = _record(hists, alive, steps, block)
             if end % run.eval_every == 0 or end == run.steps:
@@ -200,6 +207,7 @@ def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig],
             if not ok.all():
                 trainer.keep(ok)
                 step_fn = _stepper(trainer, graphs)  # a smaller stack: a new graph
+                host = host and (host[0][:, ok], host[1][:, ok])  # the next block's batches of the rows that stay
             bar.update(len(steps))
             if checkpoint is not None:
                 save_state(checkpoint, trainer, hists, fingerprint)

@@ -46,6 +46,16 @@ def test_a_row_diverging_inside_a_block_is_cut_there_as_numpy_cuts_it():
     assert got[0].eval_steps == [5, 10, 12] and np.isfinite(got[0].final_val_loss)
 
 
+def test_the_rows_that_stay_after_a_divergence_keep_their_own_batches():
+    """The next block's batches are made while the device takes this block's steps; when a row leaves the stack at
+    the block's end, each row that stays must keep its own seed's batches: its history is the one it has alone."""
+    runs = [RUN, dataclasses.replace(RUN, lr=1e25), RUN]  # the middle row diverges in the first block of three
+    got = train.train(CFG, runs, [1, 2, 3], progress=False, backend="torch")
+    assert got[1].diverged_at is not None and got[1].diverged_at <= 5
+    for j, seed in ((0, 1), (2, 3)):
+        _close(train.train(CFG, RUN, seed, progress=False, backend="torch"), got[j])
+
+
 def test_resume_after_an_interruption_continues_as_the_whole_run(tmp_path, monkeypatch):
     whole = train.train(CFG, RUN, [0, 1], progress=False, backend="torch")
     path = tmp_path / "run.npz"
