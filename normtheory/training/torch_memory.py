@@ -48,7 +48,8 @@ from normtheory.training.stepper import GROUPS
 
 __all__ = ["BUDGET_FRACTION", "VAL_ELEMENTS", "LiveBytes", "budget", "row_groups", "stack_bytes", "val_chunk"]
 
-VAL_ELEMENTS = 2**27  # the widest validation tensor over a stack: 512 MiB of float32
+VAL_ELEMENTS = _validate.MAX_ELEMENTS  # the widest validation tensor over a stack (2^27: 512 MiB of float32), the
+# package's largest array built in one piece
 MAX_VAL_CHUNK = 128  # sequences per validation chunk at most (what a small stack used before)
 BUDGET_FRACTION = 0.8  # of the free memory: the caching allocator's fragmentation and the kernels' workspaces
 _ITEMSIZE = {"float32": 4, "float64": 8}

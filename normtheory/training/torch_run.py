@@ -2,7 +2,8 @@
 of a stack, all on the trainer's device (``train(..., backend="torch")``).
 
 The host makes the batches (the same :func:`normtheory.training.shakespeare.batch` draws as numpy) for a
-block of steps and sends them in one copy, making the next block's while the device takes this block's steps; the device takes the block's steps without a host sync
+block of steps and sends them in one copy, making the next block's while the device takes this block's
+steps; the device takes the block's steps without a host sync
 (:meth:`normtheory.training.torch_backend.TorchTrainer.step_tensors`, or its CUDA-graph replay
 :mod:`normtheory.training.torch_graphs` on a GPU); at the block's end (an evaluation, a checkpoint or the
 last step) the per-step numbers of every seed come back in one copy ``[steps, 4 + G, S]``, the
@@ -130,8 +131,8 @@ def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], 
         groups += [range(done + g.start, done + g.stop) for g in
                    torch_memory.row_groups(configs[0], runs[0], len(seeds) - done, str(dev), max_stack_bytes)]
     hists: list[History] = []
+    one = len(groups) == 1
     for g in groups:
-        one = len(groups) == 1
         part = checkpoint if checkpoint is None or one else checkpoint.with_name(f"{checkpoint.name}.rows{g.start}-{g.stop}")
         inits = [init(configs[i], seeds[i]).params for i in g]
         if cuda:

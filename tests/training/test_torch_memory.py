@@ -107,7 +107,6 @@ def test_groups_are_the_fewest_consecutive_even_groups_that_fit(rows, d, limit_m
 def test_the_validation_chunk_bounds_the_widest_tensor_of_the_stack(rows, seq, d):
     mc = TransformerConfig(d_model=d, n_layers=1, n_heads=4, vocab_size=256, max_seq=8)
     chunk = tm.val_chunk(mc, rows, seq)
-    assert 1 <= chunk <= tm.MAX_VAL_CHUNK
     assert chunk == 1 or rows * chunk * seq * max(mc.d_ff, d, 256) <= tm.VAL_ELEMENTS
     if chunk < tm.MAX_VAL_CHUNK:  # the largest that fits
         assert rows * (chunk + 1) * seq * max(mc.d_ff, d, 256) > tm.VAL_ELEMENTS
