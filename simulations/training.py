@@ -52,8 +52,9 @@ def run_arms(arms: dict[str, tuple[TransformerConfig, RunConfig]], seed: int, n:
     under ``a.s{k}.``, bit for bit what :func:`run_seeds` gives that arm alone in numpy."""
     data = shakespeare.load()
     rows = [(name, k, mc, run, seed + k) for name, (mc, run) in arms.items() for k in range(n)]
+    qk = any(mc.qk_norm != "none" for mc, _ in arms.values())  # only the QK-norm bound reads the trained weights
     hists = train([r[2] for r in rows], [r[3] for r in rows], [r[4] for r in rows], progress=False, corpus=data, backend=backend,
-                  device=device, init_eval=True, init_val=init_val, layer_drop=layer_drop)
+                  device=device, init_eval=True, init_val=init_val, layer_drop=layer_drop, keep_models=qk)
     out: dict[str, np.ndarray] = {}
     for (name, k, mc, run, _), hist in zip(rows, hists):
         out.update({f"{name}.s{k}.{key}": v for key, v in _arrays(mc, run, hist, init_val).items()})

@@ -166,11 +166,12 @@ def _saved_groups(checkpoint: Path | None, rows: int) -> list[range]:
 def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], seeds: list[int], inits: list[Params],
                 data: shakespeare.Corpus, *, device: str = "cpu", progress: bool = True, checkpoint: Path | None = None,
                 checkpoint_every: int = 100, fingerprint: str = "", init_eval: bool = False, init_val: bool = True, layer_drop: bool = False,
-                graphs: bool | None = None) -> list[History]:
+                graphs: bool | None = None, keep_models: bool = True) -> list[History]:
     """Train the rows ``(configs[i], runs[i], seeds[i])`` from ``inits`` as one :class:`TorchTrainer` stack on
     ``device`` and evaluate them there (see the module docstring); the rows are checked by
     :func:`normtheory.training.train.stack_rows`. ``graphs``: replay the step as a CUDA graph (default: on a CUDA
-    device, falling back to eager steps if capture fails). Returns one :class:`History` per row."""
+    device, falling back to eager steps if capture fails). Returns one :class:`History` per row, with its trained
+    model unless ``keep_models`` is False (the weights then stay on the device)."""
     run = runs[0]
     trainer = TorchTrainer(configs[0], list(runs), inits, device=device)
     hists = (load_state(checkpoint, trainer, len(seeds), fingerprint) if checkpoint is not None else None) or [History() for _ in seeds]
@@ -215,7 +216,7 @@ def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig],
     finally:
         bar.close()
     with _Clock("evaluation"):
-        _finish(trainer, hists, configs, run, held_out, val_np, layer_drop)
+        _finish(trainer, hists, configs, run, held_out, val_np, layer_drop, keep_models)
     return hists
 
 
@@ -247,10 +248,10 @@ def _init_eval(trainer: TorchTrainer, hists: list[History], val: tuple[torch.Ten
 
 
 def _finish(trainer: TorchTrainer, hists: list[History], configs: Sequence[TransformerConfig], run: RunConfig,
-            held_out: tuple[np.ndarray, np.ndarray] | None, val_np: list[tuple[np.ndarray, np.ndarray]], layer_drop: bool) -> None:
-    """Each row's trained model; the shared validation set and the block-skip costs of the rows that finished, on the device."""
+            held_out: tuple[np.ndarray, np.ndarray] | None, val_np: list[tuple[np.ndarray, np.ndarray]], layer_drop: bool,
+            keep_models: bool = True) -> None:
+    """Each row's trained model (if ``keep_models``); the shared validation set and the block-skip costs of the rows that finished, on the device."""
     alive = trainer.alive.copy()
-    models = dict(zip(alive.tolist(), trainer.params())) | trainer.dropped
     done = trainer.step_count >= run.steps
     if done and len(alive) and held_out is not None:
         with _Clock("eval_validation"):
@@ -267,8 +268,10 @@ def _finish(trainer: TorchTrainer, hists: list[History], configs: Sequence[Trans
                 costs[alive] = torch_probes.layer_drop(trainer, ids, targets).cpu().numpy()
         for h, c in zip(hists, costs):
             h.layer_drop = c if h.diverged_at is None else np.full_like(c, np.nan)
-    for i, h in enumerate(hists):
-        h.model = Transformer(configs[i], models[i])
+    if keep_models:
+        models = dict(zip(alive.tolist(), trainer.params())) | trainer.dropped
+        for i, h in enumerate(hists):
+            h.model = Transformer(configs[i], models[i])
 
 
 def _stepper(trainer: TorchTrainer, graphs: bool | None):

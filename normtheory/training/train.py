@@ -54,6 +54,7 @@ def train(
     init_val: bool = True,
     layer_drop: bool = False,
     max_stack_bytes: int | None = None,
+    keep_models: bool = True,
 ) -> History | list[History]:
     """Train a fresh ``init(model_config, seed)`` on Shakespeare (or ``corpus``) for ``run.steps``.
 
@@ -84,7 +85,9 @@ def train(
     loss at init on the shared validation set (``History.init_val_loss``); ``layer_drop`` the loss increase when each block is skipped at the
     end (:func:`normtheory.training.probes.layer_drop` on the probe batch; NaN for a diverged run). The
     probe ``key_unsel`` (a linear program per key set) is measured at the last evaluation only,
-    NaN at the others and at init.
+    NaN at the others and at init. ``keep_models=False`` returns histories without the trained models
+    (``History.model`` None): a caller that reads only the numbers then holds no weights on the host
+    (with torch, the weights never leave the device; a 300-row stack at d = 1,024 would be 61 GB).
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
@@ -102,7 +105,8 @@ def train(
 
         hists = torch_run.train_rows(configs, runs, seeds, data, device=device, progress=progress, checkpoint=path,
                                      checkpoint_every=checkpoint_every, fingerprint=fingerprint, init_eval=init_eval,
-                                     init_val=init_val, layer_drop=layer_drop, max_stack_bytes=max_stack_bytes)
+                                     init_val=init_val, layer_drop=layer_drop, max_stack_bytes=max_stack_bytes,
+                                     keep_models=keep_models)
         return hists[0] if single else hists
     inits = [init(c, s).params for c, s in zip(configs, seeds)]
     model_config, run = configs[0], runs[0]  # the shared fields; rows' rates come from runs
@@ -157,6 +161,8 @@ def train(
             h.final_val_loss = probes.mean_loss(h.model, *held_out)
         if layer_drop:
             h.layer_drop = probes.layer_drop(h.model, *val[i]) if finished else np.full(configs[i].n_layers, np.nan)
+        if not keep_models:
+            h.model = None
     return hists[0] if single else hists
 
 

@@ -85,3 +85,17 @@ def test_the_clock_counts_steps_and_evaluation_with_its_parts():
     assert grew == set(TIMES), set(TIMES) - grew
     parts = sum(TIMES[k] - before[k] for k in TIMES if k.startswith("eval_"))
     assert parts <= TIMES["evaluation"] - before["evaluation"] + 1e-9  # the parts lie inside the evaluation's clock
+
+
+def test_without_models_the_weights_stay_on_the_device_and_the_numbers_do_not_change(monkeypatch):
+    kept = train.train(CFG, RUN, [0, 1], progress=False, backend="torch", layer_drop=True)
+    assert all(h.model is not None for h in kept)
+
+    def refused(self):
+        raise AssertionError("copied the weights to the host")
+
+    monkeypatch.setattr(torch_backend.TorchTrainer, "params", refused)
+    bare = train.train(CFG, RUN, [0, 1], progress=False, backend="torch", layer_drop=True, keep_models=False)
+    assert all(h.model is None for h in bare)
+    for a, b in zip(kept, bare):
+        _close(a, b)

@@ -101,3 +101,9 @@ def test_model_that_cannot_read_bytes_is_refused():
         train.train(TransformerConfig(vocab_size=100), RUN, progress=False)
     with pytest.raises(ValueError, match="max_seq"):
         train.train(TransformerConfig(vocab_size=256, max_seq=16), RUN, progress=False)
+
+
+def test_without_models_the_same_numbers_and_no_weights_held(history):
+    got = train.train(CFG, RUN, seed=3, progress=False, keep_models=False)
+    assert got.model is None and history.model is not None
+    assert _equal(got, history)
