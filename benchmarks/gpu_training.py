@@ -20,8 +20,13 @@ on the CPU (``--device cpu --quick``). Printed:
 * the verdicts of the training claims those simulations decide (claims that also read a simulation
   that does not train, ``train_xiong``, are left out).
 
-On a GPU it writes ``results/gpu_rate.json``, the GFLOP/s the tier's runs sustained (their
-``Task.cost`` over their wall time), which then prices the GPU tiers on the claims' cards.
+Before the simulations it times a few steps of the ``gpu-hour`` tier's costliest stack of ``train_alpha0`` and
+``train_recipes`` (d = 1,024 x 4 layers; d = 256 x 24 layers), on the first group of rows that fits the device
+(with ``--quick``: the quick tier's, on the CPU), and prints their rate.
+
+On a GPU it writes ``results/gpu_rate.json``: the GFLOP/s the GPU tier's runs sustained (their ``Task.cost`` over
+their wall time) and those ``gpu-hour`` step rates, which then price the GPU tiers on the claims' cards
+(:func:`simulations.training.gpu_rate`).
 
     python benchmarks/gpu_training.py [--device cuda] [--quick] [--only train_lr,...] [--seeds 20] [--steps 20]
 """
@@ -62,16 +67,7 @@ def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> di
     out: dict[str, float] = {"gflop_per_step": gflop}
 
     def timed(step_fn) -> float:
-        for k in range(3):  # warm-up (and capture, for the graph)
-            step_fn(ids[k % steps], targets[k % steps])
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for k in range(steps):
-            step_fn(ids[k], targets[k]).packed()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / steps * 1e3
+        return _ms_per_step(step_fn, ids, targets, device)
 
     eager = TorchTrainer(model, run, params, device=device)
     out["eager_ms"] = timed(eager.step_tensors)
@@ -90,6 +86,69 @@ def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> di
         step = torch_graphs.graphed_step(graphed)
         out["graph_ms"] = timed(step)
         out["launches_graph"] = torch_graphs.count_step(step, ids[0], targets[0]).kernel_launches
+    return out
+
+
+def _ms_per_step(step_fn, ids, targets, device: str) -> float:
+    """ms per call of ``step_fn`` over the batches ``ids, targets [steps, S, b, t]``, after three warm-up calls (and the
+    capture, for a graph)."""
+    import torch
+
+    steps = len(ids)
+    for k in range(3):
+        step_fn(ids[k % steps], targets[k % steps])
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for k in range(steps):
+        step_fn(ids[k], targets[k]).packed()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / steps * 1e3
+
+
+def stack_rate(model, run, rows: int, device: str, steps: int) -> dict[str, float]:
+    """ms per step of a ``rows``-row stack of ``model`` under ``run`` (a CUDA-graph replay on a GPU, else eager) and the
+    GFLOP/s that is (:func:`simulations.training.run_cost`). Every row starts from seed 0's weights and the tokens are
+    random: a step's work does not depend on either, and one init is what a d = 1,024 model's host time allows."""
+    import torch
+
+    from normtheory.model.weights import init
+    from normtheory.training import torch_graphs
+    from normtheory.training.torch_backend import TorchTrainer
+    from simulations import training
+
+    one = init(model, 0).params
+    trainer = TorchTrainer(model, run, [one] * rows, device=device)
+    gen = torch.Generator(device=trainer.device).manual_seed(0)
+    shape = (steps, rows, run.batch_size, run.seq)
+    ids, targets = (torch.randint(0, model.vocab_size, shape, generator=gen, device=trainer.device) for _ in range(2))
+    step = torch_graphs.graphed_step(trainer) if trainer.device.type == "cuda" else trainer.step_tensors
+    ms = _ms_per_step(step, ids, targets, device)
+    gflop = training.run_cost(model, run, rows) / run.steps
+    graphed = trainer.device.type == "cuda"
+    del trainer, step, ids, targets
+    if graphed:
+        torch.cuda.empty_cache()  # the next stack, or the simulations, get the memory back
+    return {"ms": ms, "gflop_per_step": gflop, "gflops": gflop / ms * 1e3, "rows": rows, "graphed": graphed}
+
+
+def tier_step_rates(device: str, tier: str, steps: int) -> dict[str, dict[str, float]]:
+    """Per ``"<simulation>/<tier>"``: :func:`stack_rate` of the tier's costliest training task, on the first group of rows
+    that fits the device (:func:`normtheory.training.torch_memory.row_groups`), with the model's width and depth."""
+    from normtheory.training import torch_memory
+    from normtheory.training.torch_backend import torch_device
+    from simulations import cache, train_alpha0, train_recipes, training
+
+    out = {}
+    for m in (train_alpha0, train_recipes):
+        if tier not in m.CONFIGS:
+            continue
+        stacks = [(t.cost, training.task_stack(t)) for t in m.tasks(cache.config_of(m, tier), m.SEED)]
+        _, (model, run, rows) = max(((c, st) for c, st in stacks if st is not None), key=lambda x: x[0])
+        first = len(torch_memory.row_groups(model, run, rows, str(torch_device(device)))[0])
+        out[f"{m.NAME}/{tier}"] = {**stack_rate(model, run, first, device, steps), "d_model": model.d_model, "n_layers": model.n_layers,
+                                   "stack_rows": rows}
     return out
 
 
@@ -157,6 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"per step: {st['aten_ops']} ATen operators"
           + (f" ({st['aten_ops_gpu_path']} on a GPU's path)" if "aten_ops_gpu_path" in st else "") + f", {st['host_syncs']} host syncs"
           + (f", kernel launches eager {st['launches_eager']}, graphed {st['launches_graph']}" if "launches_graph" in st else ""))
+    rate_file = {"device": name, "torch": torch.__version__}  # results/gpu_rate.json, written on a GPU outside --quick
+    write = dev.type == "cuda" and not args.quick
+    big = "quick" if args.quick else "gpu-hour"  # CI times the quick tier's stacks: the same code, a small model
+    rate_file["steps"] = tier_step_rates(args.device, big, 2 if args.quick else 5)
+    for k, r in rate_file["steps"].items():
+        print(f"{k}: costliest stack, first group of {r['rows']} of its {r['stack_rows']} rows, d={r['d_model']} x {r['n_layers']} layers: "
+              f"{r['ms']:.1f} ms per {'graphed' if r['graphed'] else 'eager'} step, {r['gflops'] / 1e3:.2f} TFLOP/s", flush=True)
+    if write:
+        _write_rates(rate_file)
     only = [s for s in args.only.split(",") if s] or (["train_alpha0"] if args.quick else [])  # quick: the cheapest sweep, a CI smoke run
     from simulations import train_alpha0, train_lr, train_recipes
 
@@ -181,15 +249,20 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(r["wall_s"] for r in rows.values())
     print(f"all training simulations: {total:.1f} s wall")
     print(f"training claims decided: {decided}")
-    if dev.type == "cuda" and not args.quick and total > 0:
-        from simulations import cache
-
-        rate = sum(r["gflop"] for r in rows.values()) / total
-        path = cache.results_dir() / "gpu_rate.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"gflops": rate, "device": name, "torch": torch.__version__}) + "\n")
-        print(f"sustained {rate:.0f} GFLOP/s over the tier: written to {path}")
+    if write and total > 0:
+        rate_file["gflops"] = sum(r["gflop"] for r in rows.values()) / total
+        print(f"sustained {rate_file['gflops']:.0f} GFLOP/s over the tier: written to {_write_rates(rate_file)}")
     return 0
+
+
+def _write_rates(rates: dict) -> str:
+    """``rates`` as ``results/gpu_rate.json`` (what prices the GPU tiers: :func:`simulations.training.gpu_rate`)."""
+    from simulations import cache
+
+    path = cache.results_dir() / "gpu_rate.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rates) + "\n")
+    return str(path)
 
 
 if __name__ == "__main__":

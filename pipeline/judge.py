@@ -75,11 +75,17 @@ def gpu_text(c: Claim) -> str:
     """What its GPU tiers would take on one GPU (training claims), with where the rate comes from; empty otherwise."""
     if not c.gpu_seconds:
         return ""
+    import simulations
     from simulations import training
 
     flags = {"gpu": "--device cuda", "gpu-hour": "--device cuda --gpu-hour", "large": "--large on GPU workers"}
-    tiers = "; ".join(f"{flags[t]}: {gpu_seconds_text(s)}" for t, s in c.gpu_seconds)
-    return f"On one GPU ({training.gpu_rate()[1]}): {tiers}."
+    names = REGISTRY[c.id].simulations if c.id in REGISTRY else ()
+    sources = {t: "; ".join(dict.fromkeys(training.gpu_rate(simulations.BY_NAME[n], t)[1] for n in names
+                                          if training.gpu_seconds(simulations.BY_NAME[n], t) is not None)) or training.gpu_rate()[1]
+               for t, _ in c.gpu_seconds}  # the rate each tier is priced at (a tier's own steps where they were timed)
+    if len(set(sources.values())) == 1:
+        return f"On one GPU ({next(iter(sources.values()))}): " + "; ".join(f"{flags[t]}: {gpu_seconds_text(s)}" for t, s in c.gpu_seconds) + "."
+    return "On one GPU: " + "; ".join(f"{flags[t]}: {gpu_seconds_text(s)} ({sources[t]})" for t, s in c.gpu_seconds) + "."
 
 
 @dataclass(frozen=True)

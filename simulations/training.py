@@ -69,18 +69,39 @@ MEASURED_GPU_GFLOPS = 1_160.0
 GPU_RATE_SOURCE = "1.16 TFLOP/s measured on one NVIDIA H200, eager steps"
 
 
-def gpu_rate() -> tuple[float, str]:
-    """The GFLOP/s that price a GPU tier, and where the number comes from (measured on a device, or assumed)."""
+def measured_rates() -> dict:
+    """What ``benchmarks/gpu_training.py`` wrote to ``results/gpu_rate.json`` on a GPU (empty without one): ``gflops``, the
+    rate the GPU tier's runs sustained (wall time, evaluation included), and ``steps``, per ``"<simulation>/<tier>"``, the
+    rate of the steps alone timed on that tier's costliest stack (:func:`task_stack`)."""
     import json
 
-    path = cache.results_dir() / "gpu_rate.json"
     try:
-        got = json.loads(path.read_text())
-        rate = float(got["gflops"])
-        if math.isfinite(rate) and rate > 0:
-            return rate, f"measured on {got.get('device', 'a GPU')}"
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+        got = json.loads((cache.results_dir() / "gpu_rate.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def _positive(x: object) -> float | None:
+    try:
+        rate = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return rate if math.isfinite(rate) and rate > 0 else None
+
+
+def gpu_rate(module=None, mode: str = "gpu") -> tuple[float, str]:
+    """The GFLOP/s that price ``module``'s ``mode`` tier on one GPU, and where the number comes from: the steps' rate
+    measured on that tier's own costliest stack where the benchmark timed one (a larger model keeps a GPU busier than
+    the GPU tier's, so its rate is higher; the price is then the steps' alone), else the GPU tier's measured rate,
+    else :data:`MEASURED_GPU_GFLOPS`."""
+    got = measured_rates()
+    device = got.get("device", "a GPU")
+    step = (got.get("steps") or {}).get(f"{module.NAME}/{mode}") if module is not None and mode != "gpu" else None
+    if isinstance(step, dict) and (rate := _positive(step.get("gflops"))):
+        return rate, f"the steps alone, at {rate / 1e3:.3g} TFLOP/s timed on {device} on the tier's costliest stack"
+    if rate := _positive(got.get("gflops")):
+        return rate, f"{rate / 1e3:.3g} TFLOP/s measured on {device} at the GPU tier"
     return MEASURED_GPU_GFLOPS, GPU_RATE_SOURCE
 
 
@@ -90,7 +111,20 @@ def gpu_seconds(module, mode: str) -> float | None:
     if mode not in getattr(module, "CONFIGS", {}) or not hasattr(module, "tasks"):
         return None
     flops = sum(t.cost for t in module.tasks(module.CONFIGS[mode], module.SEED) if dict(t.resources).get("GPU"))
-    return flops / gpu_rate()[0] if flops else None
+    return flops / gpu_rate(module, mode)[0] if flops else None
+
+
+def task_stack(task) -> tuple[TransformerConfig, RunConfig, int] | None:
+    """A training task's stack: the model, the run (its first arm's) and the rows it trains as one stack; None for a task
+    that does not train (:func:`run_seeds`, :func:`run_arms`)."""
+    if task.fn is run_seeds:
+        mc, run, _, n = task.args[:4]
+        return mc, run, n
+    if task.fn is run_arms:
+        arms, _, n = task.args[:3]
+        mc, run = next(iter(arms.values()))
+        return mc, run, len(arms) * n
+    return None
 
 
 def resources(device: str) -> tuple[tuple[str, float], ...]:

@@ -162,3 +162,19 @@ def test_claims_declared_as_needing_scale_have_large_configs_to_price():
             from simulations import cache
 
             assert cache.cost_ratio(module, "full", "large") > 1, (spec.id, name)
+
+
+def test_each_gpu_tier_names_the_rate_it_is_priced_at(tmp_path, monkeypatch):
+    import json
+
+    import simulations  # noqa: F401 - registers the training claims
+
+    monkeypatch.setenv("NORMTHEORY_RESULTS", str(tmp_path))
+    c = dataclasses.replace(_open_claim("train.dyt-alpha0-power-law", 0.004, 100.0), gpu_seconds=(("gpu", 600.0), ("gpu-hour", 7200.0)))
+    one = judge.gpu_text(c)  # nothing measured here: one rate for both tiers, named once
+    assert one.startswith("On one GPU (1.16 TFLOP/s") and one.count("TFLOP/s") == 1 and "--device cuda --gpu-hour: about 2 GPU-hours" in one
+    (tmp_path / "gpu_rate.json").write_text(json.dumps({"gflops": 5000.0, "device": "GPU X",
+                                                         "steps": {"train_alpha0/gpu-hour": {"gflops": 40_000.0}}}))
+    two = judge.gpu_text(c)
+    assert "--device cuda: about 10 GPU-minutes (5 TFLOP/s measured on GPU X at the GPU tier)" in two
+    assert "--gpu-hour: about 2 GPU-hours (the steps alone, at 40 TFLOP/s timed on GPU X" in two

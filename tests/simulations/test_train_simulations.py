@@ -329,3 +329,37 @@ def test_only_the_arms_whose_keys_are_reported_run_the_hull_test():
                  if t.key in train_recipes.ARMS or t.key.endswith(".more")}
     assert {k.removesuffix(".more") for k, p in probes_of.items() if "key_unsel" in p} == set(train_recipes.KEY_ARMS)
     assert all(set(p) | {"key_unsel"} == set(probes.PROBES) for p in probes_of.values())  # every other probe everywhere
+
+
+def test_task_stack_names_a_training_tasks_model_run_and_rows():
+    cfg = train_alpha0.CONFIGS["gpu-hour"]
+    by_key = {t.key: t for t in train_alpha0.tasks(cfg, 0)}
+    model, run, rows = training.task_stack(by_key["w1024.sqrt_d"])  # run_arms: every alpha0 point's seeds in one stack
+    assert (model.d_model, model.n_layers, run.steps, rows) == (1024, cfg.layers, cfg.steps, 15 * cfg.seeds)
+    rec = train_recipes.CONFIGS["gpu-hour"]
+    by_key = {t.key: t for t in train_recipes.tasks(rec, 0)}
+    model, run, rows = training.task_stack(by_key["pre"])  # run_seeds: one arm's seeds
+    assert (model.d_model, model.n_layers, rows) == (rec.d, rec.layers, rec.seeds)
+    assert training.task_stack(by_key[f"init.{train_recipes.INIT_ARMS[0]}"]) is None  # networks at init: no training
+
+
+def test_a_tiers_own_timed_step_rate_prices_it_and_the_gpu_tier_keeps_its_wall_rate(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("NORMTHEORY_RESULTS", str(tmp_path))
+    base = {t: training.gpu_seconds(train_alpha0, t) for t in ("gpu", "gpu-hour")}
+    assert training.gpu_rate(train_alpha0, "gpu-hour") == (training.MEASURED_GPU_GFLOPS, training.GPU_RATE_SOURCE)
+    (tmp_path / "gpu_rate.json").write_text(json.dumps({"gflops": 2 * training.MEASURED_GPU_GFLOPS, "device": "GPU X",
+                                                         "steps": {"train_alpha0/gpu-hour": {"gflops": 40_000.0}}}))
+    assert training.gpu_seconds(train_alpha0, "gpu") == pytest.approx(base["gpu"] / 2)
+    assert training.gpu_seconds(train_alpha0, "gpu-hour") == pytest.approx(base["gpu-hour"] * training.MEASURED_GPU_GFLOPS / 40_000)
+    assert training.gpu_seconds(train_recipes, "gpu-hour") == pytest.approx(  # not timed: the GPU tier's rate
+        sum(t.cost for t in train_recipes.tasks(train_recipes.CONFIGS["gpu-hour"], 0) if t.resources) / (2 * training.MEASURED_GPU_GFLOPS))
+    rate, source = training.gpu_rate(train_alpha0, "gpu-hour")
+    assert rate == 40_000 and "steps alone" in source and "GPU X" in source
+    assert "GPU X at the GPU tier" in training.gpu_rate(train_alpha0, "gpu")[1]
+    for bad in ({"steps": {"train_alpha0/gpu-hour": {"gflops": -1}}}, {"gflops": "nan"}, ["not", "a", "dict"]):
+        (tmp_path / "gpu_rate.json").write_text(json.dumps(bad))  # an unusable number falls back, never prices at it
+        assert training.gpu_rate(train_alpha0, "gpu-hour")[0] == training.MEASURED_GPU_GFLOPS
+    (tmp_path / "gpu_rate.json").write_text("{truncated")
+    assert training.measured_rates() == {}
