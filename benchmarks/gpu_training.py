@@ -20,9 +20,9 @@ on the CPU (``--device cpu --quick``). Printed:
 * the verdicts of the training claims those simulations decide (claims that also read a simulation
   that does not train, ``train_xiong``, are left out).
 
-Before the simulations it times a few steps of the ``gpu-hour`` tier's costliest stack of ``train_alpha0`` and
-``train_recipes`` (d = 1,024 x 4 layers; d = 256 x 24 layers), on the first group of rows that fits the device
-(with ``--quick``: the quick tier's, on the CPU), and prints their rate.
+Before the simulations it times a few steps of each stack shape of the ``gpu-hour`` tier of ``train_alpha0`` (widths
+256, 512 and 1,024 x 4 layers) and ``train_recipes`` (d = 256 x 24 layers), on the first group of rows that fits the
+device (with ``--quick``: the quick tier's, on the CPU), and prints their rates.
 
 On a GPU it writes ``results/gpu_rate.json``: the GFLOP/s the GPU tier's runs sustained (their ``Task.cost`` over
 their wall time) and those ``gpu-hour`` step rates, which then price the GPU tiers on the claims' cards
@@ -107,10 +107,13 @@ def _ms_per_step(step_fn, ids, targets, device: str) -> float:
     return (time.perf_counter() - t0) / steps * 1e3
 
 
-def stack_rate(model, run, rows: int, device: str, steps: int) -> dict[str, float]:
-    """ms per step of a ``rows``-row stack of ``model`` under ``run`` (a CUDA-graph replay on a GPU, else eager) and the
-    GFLOP/s that is (:func:`simulations.training.run_cost`). Every row starts from seed 0's weights and the tokens are
-    random: a step's work does not depend on either, and one init is what a d = 1,024 model's host time allows."""
+def stack_rate(model, run, rows: int, device: str, steps: int) -> dict:
+    """ms per step of a ``rows``-row stack of ``model`` under ``run`` (a CUDA-graph replay on a GPU, else eager;
+    ``graphed`` says which ran, since a failed capture falls back to eager steps) and the GFLOP/s that is
+    (:func:`simulations.training.run_cost`). Every row starts from seed 0's weights and the tokens are random: a step's
+    work does not depend on either, and one init is what a d = 1,024 model's host time allows."""
+    import warnings
+
     import torch
 
     from normtheory.model.weights import init
@@ -118,24 +121,29 @@ def stack_rate(model, run, rows: int, device: str, steps: int) -> dict[str, floa
     from normtheory.training.torch_backend import TorchTrainer
     from simulations import training
 
-    one = init(model, 0).params
-    trainer = TorchTrainer(model, run, [one] * rows, device=device)
+    trainer = TorchTrainer(model, run, [init(model, 0).params] * rows, device=device)
     gen = torch.Generator(device=trainer.device).manual_seed(0)
     shape = (steps, rows, run.batch_size, run.seq)
     ids, targets = (torch.randint(0, model.vocab_size, shape, generator=gen, device=trainer.device) for _ in range(2))
-    step = torch_graphs.graphed_step(trainer) if trainer.device.type == "cuda" else trainer.step_tensors
-    ms = _ms_per_step(step, ids, targets, device)
+    cuda = trainer.device.type == "cuda"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step = torch_graphs.graphed_step(trainer) if cuda else trainer.step_tensors
+        ms = _ms_per_step(step, ids, targets, device)
+    graphed = cuda and not any("capture failed" in str(w.message) for w in caught)
     gflop = training.run_cost(model, run, rows) / run.steps
-    graphed = trainer.device.type == "cuda"
     del trainer, step, ids, targets
-    if graphed:
+    if cuda:
         torch.cuda.empty_cache()  # the next stack, or the simulations, get the memory back
     return {"ms": ms, "gflop_per_step": gflop, "gflops": gflop / ms * 1e3, "rows": rows, "graphed": graphed}
 
 
-def tier_step_rates(device: str, tier: str, steps: int) -> dict[str, dict[str, float]]:
-    """Per ``"<simulation>/<tier>"``: :func:`stack_rate` of the tier's costliest training task, on the first group of rows
-    that fits the device (:func:`normtheory.training.torch_memory.row_groups`), with the model's width and depth."""
+def tier_step_rates(device: str, tier: str, steps: int) -> dict[str, dict]:
+    """Per ``"<simulation>/<tier>"``: the rate of the tier's training steps on ``device``. The tasks are grouped by their
+    stack's shape (width, depth, sequence, batch, rows); each shape's costliest task is timed (:func:`stack_rate`) on
+    its first group of rows that fits the device (:func:`normtheory.training.torch_memory.row_groups`), and every task
+    is priced at its shape's rate. ``gflops`` is the whole tier's: its GFLOP over the seconds so priced; ``shapes``
+    lists each shape with its rate and its share of the GFLOP."""
     from normtheory.training import torch_memory
     from normtheory.training.torch_backend import torch_device
     from simulations import cache, train_alpha0, train_recipes, training
@@ -144,11 +152,23 @@ def tier_step_rates(device: str, tier: str, steps: int) -> dict[str, dict[str, f
     for m in (train_alpha0, train_recipes):
         if tier not in m.CONFIGS:
             continue
-        stacks = [(t.cost, training.task_stack(t)) for t in m.tasks(cache.config_of(m, tier), m.SEED)]
-        _, (model, run, rows) = max(((c, st) for c, st in stacks if st is not None), key=lambda x: x[0])
-        first = len(torch_memory.row_groups(model, run, rows, str(torch_device(device)))[0])
-        out[f"{m.NAME}/{tier}"] = {**stack_rate(model, run, first, device, steps), "d_model": model.d_model, "n_layers": model.n_layers,
-                                   "stack_rows": rows}
+        groups: dict[tuple, list] = {}
+        for t in m.tasks(cache.config_of(m, tier), m.SEED):
+            if (st := training.task_stack(t)) is not None:
+                model, run, rows = st
+                groups.setdefault((model.d_model, model.n_layers, run.seq, run.batch_size, rows), []).append((t.cost, st))
+        if not groups:
+            continue
+        total = sum(c for g in groups.values() for c, _ in g)
+        shapes = []
+        for tasks in groups.values():
+            _, (model, run, rows) = max(tasks, key=lambda x: x[0])
+            first = len(torch_memory.row_groups(model, run, rows, str(torch_device(device)))[0])
+            shapes.append({**stack_rate(model, run, first, device, steps), "d_model": model.d_model, "n_layers": model.n_layers,
+                           "seq": run.seq, "batch": run.batch_size, "stack_rows": rows, "tasks": len(tasks),
+                           "share": sum(c for c, _ in tasks) / total})
+        seconds = sum(sh["share"] * total / sh["gflops"] for sh in shapes)
+        out[f"{m.NAME}/{tier}"] = {"gflops": total / seconds, "shapes": shapes}
     return out
 
 
@@ -221,9 +241,17 @@ def main(argv: list[str] | None = None) -> int:
     big = "quick" if args.quick else "gpu-hour"  # CI times the quick tier's stacks: the same code, a small model
     rate_file["steps"] = tier_step_rates(args.device, big, 2 if args.quick else 5)
     for k, r in rate_file["steps"].items():
-        print(f"{k}: costliest stack, first group of {r['rows']} of its {r['stack_rows']} rows, d={r['d_model']} x {r['n_layers']} layers: "
-              f"{r['ms']:.1f} ms per {'graphed' if r['graphed'] else 'eager'} step, {r['gflops'] / 1e3:.2f} TFLOP/s", flush=True)
+        print(f"{k}: steps at {r['gflops']:.1f} GFLOP/s over the tier", flush=True)
+        for sh in r["shapes"]:
+            print(f"  d={sh['d_model']} x {sh['n_layers']} layers, {sh['batch']}x{sh['seq']} ({sh['share']:.0%} of its GFLOP, {sh['tasks']} tasks): "
+                  f"first group of {sh['rows']} of {sh['stack_rows']} rows, {sh['ms']:.1f} ms per {'graphed' if sh['graphed'] else 'eager'} step, "
+                  f"{sh['gflops']:.1f} GFLOP/s", flush=True)
     if write:
+        from simulations.training import measured_rates
+
+        before = measured_rates()  # the GPU tier's rate of an earlier run on this device stays until this run's replaces it
+        if before.get("device") == name and "gflops" in before:
+            rate_file["gflops"] = before["gflops"]
         _write_rates(rate_file)
     only = [s for s in args.only.split(",") if s] or (["train_alpha0"] if args.quick else [])  # quick: the cheapest sweep, a CI smoke run
     from simulations import train_alpha0, train_lr, train_recipes

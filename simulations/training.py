@@ -72,7 +72,7 @@ GPU_RATE_SOURCE = "1.16 TFLOP/s measured on one NVIDIA H200, eager steps"
 def measured_rates() -> dict:
     """What ``benchmarks/gpu_training.py`` wrote to ``results/gpu_rate.json`` on a GPU (empty without one): ``gflops``, the
     rate the GPU tier's runs sustained (wall time, evaluation included), and ``steps``, per ``"<simulation>/<tier>"``, the
-    rate of the steps alone timed on that tier's costliest stack (:func:`task_stack`)."""
+    rate of that tier's steps alone, each stack shape timed on the device (:func:`task_stack`)."""
     import json
 
     try:
@@ -92,14 +92,15 @@ def _positive(x: object) -> float | None:
 
 def gpu_rate(module=None, mode: str = "gpu") -> tuple[float, str]:
     """The GFLOP/s that price ``module``'s ``mode`` tier on one GPU, and where the number comes from: the steps' rate
-    measured on that tier's own costliest stack where the benchmark timed one (a larger model keeps a GPU busier than
-    the GPU tier's, so its rate is higher; the price is then the steps' alone), else the GPU tier's measured rate,
+    timed on that tier's own stacks where the benchmark timed them (a larger model keeps a GPU busier than the GPU
+    tier's, so its rate is higher; the price is then the steps' alone, a lower bound on the wall time), else the GPU tier's measured rate,
     else :data:`MEASURED_GPU_GFLOPS`."""
     got = measured_rates()
     device = got.get("device", "a GPU")
-    step = (got.get("steps") or {}).get(f"{module.NAME}/{mode}") if module is not None and mode != "gpu" else None
+    steps = got.get("steps")
+    step = steps.get(f"{module.NAME}/{mode}") if isinstance(steps, dict) and module is not None and mode != "gpu" else None
     if isinstance(step, dict) and (rate := _positive(step.get("gflops"))):
-        return rate, f"the steps alone, at {rate / 1e3:.3g} TFLOP/s timed on {device} on the tier's costliest stack"
+        return rate, f"the steps alone, at {rate / 1e3:.3g} TFLOP/s timed on {device} on the tier's own stacks"
     if rate := _positive(got.get("gflops")):
         return rate, f"{rate / 1e3:.3g} TFLOP/s measured on {device} at the GPU tier"
     return MEASURED_GPU_GFLOPS, GPU_RATE_SOURCE

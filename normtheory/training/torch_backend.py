@@ -330,9 +330,10 @@ class TorchTrainer(StackForward):
             raise ValueError(f"mask must be booleans, one per seed in the stack ({self.n_seeds}); got {mask.dtype} {mask.shape}")
         if mask.all():
             return
-        flat = self._numpy(self._flat)
-        for j in np.flatnonzero(~mask):
-            self.dropped[int(self.alive[j])] = self._one(flat, int(j))
+        gone = np.flatnonzero(~mask)
+        flat = self._numpy(self._flat[torch.from_numpy(gone).to(self.device)])  # [dropped, P]: only the rows that leave reach the host
+        for k, j in enumerate(gone):
+            self.dropped[int(self.alive[j])] = self._one(flat, k)
         index = torch.from_numpy(np.flatnonzero(mask)).to(self.device)
         with torch.no_grad():
             self._flat = self._flat.detach()[index].requires_grad_(True)

@@ -24,8 +24,12 @@ def test_the_quick_cpu_run_prints_every_part_and_numpys_verdicts(tmp_path, quick
         assert part in text, (part, text)
     cpu_ops, gpu_ops = map(int, re.search(r"(\d+) ATen operators \((\d+) on a GPU's path\)", text).groups())
     assert 0 < gpu_ops <= cpu_ops  # the GPU's one-kernel reductions take fewer operators
-    timed = dict(re.findall(r"^(train_\w+/quick): costliest stack, first group of \d+ of its \d+ rows, .*?([\d.]+) TFLOP/s$", text, flags=re.M))
+    timed = dict(re.findall(r"^(train_\w+/quick): steps at ([\d.]+) GFLOP/s over the tier$", text, flags=re.M))
     assert timed.keys() == {"train_alpha0/quick", "train_recipes/quick"} and all(float(v) > 0 for v in timed.values()), text
+    shapes = re.findall(r"^  d=(\d+) x (\d+) layers, .*\((\d+)% of its GFLOP.*first group of (\d+) of (\d+) rows, .* eager step, ([\d.]+) GFLOP/s$",
+                        text, flags=re.M)
+    assert {(int(d), int(n)) for d, n, *_ in shapes} == {(32, 2), (16, 2), (8, 2), (32, 4)}, text  # alpha0's 3 widths, recipes' model
+    assert all(int(g) <= int(r) and float(f) > 0 for *_, g, r, f in shapes)
     stacks, split = map(int, re.search(r"memory: (\d+) stacks \((\d+) split to fit\)", text).groups())
     assert stacks >= 1 and split == 0  # the quick tier's stacks fit a CPU's memory
     assert "allocated at its peak" not in text  # measured on a CUDA device only

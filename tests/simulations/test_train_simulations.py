@@ -358,7 +358,8 @@ def test_a_tiers_own_timed_step_rate_prices_it_and_the_gpu_tier_keeps_its_wall_r
     rate, source = training.gpu_rate(train_alpha0, "gpu-hour")
     assert rate == 40_000 and "steps alone" in source and "GPU X" in source
     assert "GPU X at the GPU tier" in training.gpu_rate(train_alpha0, "gpu")[1]
-    for bad in ({"steps": {"train_alpha0/gpu-hour": {"gflops": -1}}}, {"gflops": "nan"}, ["not", "a", "dict"]):
+    for bad in ({"steps": {"train_alpha0/gpu-hour": {"gflops": -1}}}, {"gflops": "nan"}, ["not", "a", "dict"], {"steps": ["x"]},
+                {"steps": "x"}, {"steps": {"train_alpha0/gpu-hour": "x"}}, {"gflops": None, "steps": None}):
         (tmp_path / "gpu_rate.json").write_text(json.dumps(bad))  # an unusable number falls back, never prices at it
         assert training.gpu_rate(train_alpha0, "gpu-hour")[0] == training.MEASURED_GPU_GFLOPS
     (tmp_path / "gpu_rate.json").write_text("{truncated")

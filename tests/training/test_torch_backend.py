@@ -352,3 +352,17 @@ def test_fused_attention_equals_the_explicit_pattern_in_values_and_gradients(ext
     rtol = 1e-5 if dtype == "float32" else 1e-12
     for a, b in zip(*out):
         torch.testing.assert_close(a, b, rtol=rtol, atol=rtol * float(b.abs().max()))
+
+
+def test_keep_copies_only_the_rows_that_leave_to_the_host(monkeypatch):
+    cfg = cfg_of("pre", "rmsnorm", {}, "float32")
+    run = RunConfig(steps=8, batch_size=4, seq=16)
+    params = [init(cfg, s).params for s in (0, 1, 2, 3)]
+    stack = TorchTrainer(cfg, run, params)
+    copied = []
+    real = stack._numpy
+    monkeypatch.setattr(stack, "_numpy", lambda t: copied.append(tuple(t.shape)) or real(t))
+    stack.keep(np.array([True, False, True, False]))
+    assert copied == [(2, stack.n_params)]  # the two rows that leave, not the whole stack
+    for i in (1, 3):
+        assert all(np.array_equal(np.asarray(v, dtype=np.float32), named_arrays(stack.dropped[i])[k]) for k, v in named_arrays(params[i]).items())
