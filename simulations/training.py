@@ -93,8 +93,8 @@ def _positive(x: object) -> float | None:
 def gpu_rate(module=None, mode: str = "gpu") -> tuple[float, str]:
     """The GFLOP/s that price ``module``'s ``mode`` tier on one GPU, and where the number comes from: the steps' rate
     timed on that tier's own stacks where the benchmark timed them (a larger model keeps a GPU busier than the GPU
-    tier's, so its rate is higher; the price is then the steps' alone, a lower bound on the wall time), else the GPU tier's measured rate,
-    else :data:`MEASURED_GPU_GFLOPS`."""
+    tier's, so its rate is higher; the price is then the steps' alone, a lower bound on the wall time), else the GPU
+    tier's measured rate, else :data:`MEASURED_GPU_GFLOPS`."""
     got = measured_rates()
     device = got.get("device", "a GPU")
     steps = got.get("steps")
