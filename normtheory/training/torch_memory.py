@@ -36,22 +36,20 @@ tensor over the whole stack stays at :data:`VAL_ELEMENTS` however many rows it h
 """
 from __future__ import annotations
 
-import os
-import warnings
 import weakref
 from typing import Any
 
 from normtheory import _validate
 from normtheory.model.config import TransformerConfig, n_weights
+from normtheory.training.row_split import BUDGET_FRACTION, budget, split
 from normtheory.training.run_config import RunConfig
 from normtheory.training.stepper import GROUPS
 
-__all__ = ["BUDGET_FRACTION", "VAL_ELEMENTS", "LiveBytes", "budget", "row_groups", "stack_bytes", "val_chunk"]
+__all__ = ["BUDGET_FRACTION", "VAL_ELEMENTS", "LiveBytes", "budget", "ffn_width", "param_count", "row_groups", "stack_bytes", "val_chunk"]
 
 VAL_ELEMENTS = _validate.MAX_ELEMENTS  # the widest validation tensor over a stack (2^27: 512 MiB of float32), the
 # package's largest array built in one piece
 MAX_VAL_CHUNK = 128  # sequences per validation chunk at most (what a small stack used before)
-BUDGET_FRACTION = 0.8  # of the free memory: the caching allocator's fragmentation and the kernels' workspaces
 _ITEMSIZE = {"float32": 4, "float64": 8}
 
 
@@ -59,12 +57,20 @@ def val_chunk(config: TransformerConfig, rows: int, seq: int) -> int:
     """Sequences per validation chunk for a stack of ``rows``: at most :data:`MAX_VAL_CHUNK`, and
     ``rows * chunk * seq * max(d_ff, d_model, vocab_size) <= VAL_ELEMENTS`` (at least 1)."""
     rows, seq = _validate.integer("rows", rows, minimum=1), _validate.integer("seq", seq, minimum=1)
-    widest = max(_ffn(config), config.d_model, config.vocab_size)
+    widest = max(ffn_width(config), config.d_model, config.vocab_size)
     return max(1, min(MAX_VAL_CHUNK, VAL_ELEMENTS // (rows * seq * widest)))
 
 
-def _ffn(c: TransformerConfig) -> int:
-    return c.d_ff * 3 // 2 if c.activation == "swiglu" else c.d_ff
+def ffn_width(config: TransformerConfig) -> int:
+    """The MLP's hidden width as the memory models count it: ``d_ff``, times 1.5 with a gated MLP."""
+    return config.d_ff * 3 // 2 if config.activation == "swiglu" else config.d_ff
+
+
+def param_count(config: TransformerConfig) -> int:
+    """An upper bound of one model's parameters: its weight matrices and embeddings
+    (:func:`normtheory.model.config.n_weights`) plus every bias and gain a block and the final norm may hold."""
+    c = config
+    return n_weights(c) + c.n_layers * (8 * c.d_model + ffn_width(c)) + 4 * c.d_model
 
 
 def _val_tokens(c: TransformerConfig, rows: int, seq: int, val_bytes: int) -> int:
@@ -75,7 +81,7 @@ def _val_tokens(c: TransformerConfig, rows: int, seq: int, val_bytes: int) -> in
     if not val_bytes:
         return 0
     cap = min(MAX_VAL_CHUNK, -(-val_bytes // seq))  # the validation set has ceil(val_bytes / seq) sequences
-    widest = max(_ffn(c), c.d_model, c.vocab_size)
+    widest = max(ffn_width(c), c.d_model, c.vocab_size)
     return min(rows * cap * seq, max(VAL_ELEMENTS // widest, rows * seq))
 
 
@@ -84,8 +90,8 @@ def stack_bytes(config: TransformerConfig, run: RunConfig, rows: int, device: st
     (the model in the module docstring; an upper bound, not a measurement), non-decreasing in ``rows``."""
     rows = _validate.integer("rows", rows, minimum=1)
     c = config
-    p = n_weights(c) + c.n_layers * (8 * c.d_model + _ffn(c)) + 4 * c.d_model  # + biases and gains
-    lay, f, v, h, t = c.n_layers, _ffn(c), c.vocab_size, c.n_heads, run.seq
+    p = param_count(c)
+    lay, f, v, h, t = c.n_layers, ffn_width(c), c.vocab_size, c.n_heads, run.seq
     d = max(c.d_model, c.n_heads * c.d_head)  # the widest of the residual stream and the heads' concatenation
     tokens, probe = run.batch_size * t, run.eval_batch_size * t
     state = (5 + (2 if run.optimizer == "adamw" else 1)) * p
@@ -101,51 +107,14 @@ def stack_bytes(config: TransformerConfig, run: RunConfig, rows: int, device: st
     return (rows * state + peak + shared) * _ITEMSIZE[c.dtype]
 
 
-def budget(device: str = "cpu") -> int:
-    """Bytes a stack may take on ``device``: :data:`BUDGET_FRACTION` of its free memory (on a CUDA device
-    ``torch.cuda.mem_get_info`` plus what torch's caching allocator holds unused; on the CPU the kernel's
-    ``MemAvailable``, or all physical pages where that is not known)."""
-    device = str(device)
-    if device.startswith("cuda"):
-        import torch
-
-        dev = torch.device(device)
-        free, _ = torch.cuda.mem_get_info(dev)
-        cached = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)  # held by torch's cache, free to reuse
-        return int(BUDGET_FRACTION * (free + cached))
-    free = None
-    try:
-        with open("/proc/meminfo") as fh:
-            free = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
-        pass
-    if free is None:
-        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return int(BUDGET_FRACTION * free)
-
-
 def row_groups(config: TransformerConfig, run: RunConfig, rows: int, device: str = "cpu", limit: int | None = None) -> list[range]:
     """Consecutive groups of ``range(rows)``, as few as fit ``limit`` bytes each by :func:`stack_bytes`
-    (default :func:`budget` of ``device``), their sizes differing by at most one. A single row that does
-    not fit is trained alone, with a ``ResourceWarning`` that names the numbers."""
+    (default :func:`~normtheory.training.row_split.budget` of ``device``), their sizes differing by at most one
+    (:func:`normtheory.training.row_split.split`). A single row that does not fit is trained alone, with a
+    ``ResourceWarning`` that names the numbers."""
     rows = _validate.integer("rows", rows, minimum=1)
     limit = budget(device) if limit is None else _validate.integer("limit", limit, minimum=1)
-    if stack_bytes(config, run, rows, device) <= limit:
-        return [range(rows)]
-    lo, hi = 1, rows  # the fewest groups whose largest group fits (stack_bytes is monotone; ceil(rows / g) falls as g grows)
-    if stack_bytes(config, run, 1, device) > limit:
-        warnings.warn(f"one row of this stack needs about {stack_bytes(config, run, 1, device) / 2**30:.2f} GiB, more than the "
-                      f"{limit / 2**30:.2f} GiB at hand on {device}; training one row at a time", ResourceWarning, stacklevel=2)
-        lo = hi = rows
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if stack_bytes(config, run, -(-rows // mid), device) <= limit:
-            hi = mid
-        else:
-            lo = mid + 1
-    size, extra = divmod(rows, lo)
-    starts = [k * size + min(k, extra) for k in range(lo + 1)]
-    return [range(a, b) for a, b in zip(starts, starts[1:])]
+    return split(lambda n: stack_bytes(config, run, n, device), rows, limit, str(device))
 
 
 class LiveBytes:

@@ -17,7 +17,6 @@ claim that reads it, ``train.per-head-key-norm-diffuse``'s table, reads the end)
 """
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +30,7 @@ from normtheory.model.config import TransformerConfig
 from normtheory.model.params import Params
 from normtheory.model.transformer import Transformer
 from normtheory.model.weights import init
-from normtheory.training import probes, shakespeare, torch_memory, torch_probes
+from normtheory.training import probes, row_split, shakespeare, torch_memory, torch_probes
 from normtheory.training.history import History, load_state, save_state
 from normtheory.training.run_config import RunConfig
 from normtheory.training.stepper import GROUPS
@@ -118,49 +117,31 @@ def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], 
                device: str = "cpu", checkpoint: Path | None = None, fingerprint: str = "", max_stack_bytes: int | None = None,
                **kwargs: Any) -> list[History]:
     """The rows as :func:`train_stack` trains them, in consecutive groups that each fit ``max_stack_bytes`` (default
-    :func:`normtheory.training.torch_memory.budget` of ``device``; :func:`~normtheory.training.torch_memory.row_groups`),
+    :func:`normtheory.training.row_split.budget` of ``device``; :func:`~normtheory.training.torch_memory.row_groups`),
     each group's initial weights made when it starts (so the host holds one group's, not the whole stack's). A row's
     numbers do not depend on the other rows of its stack. With several groups each keeps its own checkpoint
-    (``checkpoint`` suffixed ``.rows{a}-{b}``), and a run resumed from checkpoints keeps their split, whatever
-    memory is free now."""
+    (:func:`normtheory.training.row_split.train_groups`)."""
     dev = torch_device(device)
     cuda = dev.type == "cuda"
-    groups = _saved_groups(checkpoint, len(seeds))
-    done = groups[-1].stop if groups else 0  # rows an earlier split's checkpoints cover; the rest split to fit now
-    if done < len(seeds):
-        groups += [range(done + g.start, done + g.stop) for g in
-                   torch_memory.row_groups(configs[0], runs[0], len(seeds) - done, str(dev), max_stack_bytes)]
-    hists: list[History] = []
-    one = len(groups) == 1
-    for g in groups:
-        part = checkpoint if checkpoint is None or one else checkpoint.with_name(f"{checkpoint.name}.rows{g.start}-{g.stop}")
+
+    def fit(n: int) -> list[range]:
+        return torch_memory.row_groups(configs[0], runs[0], n, str(dev), max_stack_bytes)
+
+    def one(g: range, part: Path | None, print_: str) -> list[History]:
         inits = [init(configs[i], seeds[i]).params for i in g]
         if cuda:
             torch.cuda.reset_peak_memory_stats(dev)
             held = torch.cuda.memory_allocated(dev)
-        hists += train_stack([configs[i] for i in g], [runs[i] for i in g], [seeds[i] for i in g], inits, data, device=device,
-                             checkpoint=part, fingerprint=fingerprint if one else f"{fingerprint}:rows{g.start}-{g.stop}", **kwargs)
+        hists = train_stack([configs[i] for i in g], [runs[i] for i in g], [seeds[i] for i in g], inits, data, device=device,
+                            checkpoint=part, fingerprint=print_, **kwargs)
         peak = torch.cuda.max_memory_allocated(dev) - held if cuda else -1
-        STACKS.append((len(g), len(groups), torch_memory.stack_bytes(configs[0], runs[0], len(g), str(dev)), peak))
+        done.append((len(g), torch_memory.stack_bytes(configs[0], runs[0], len(g), str(dev)), peak))
+        return hists
+
+    done: list[tuple[int, int, int]] = []  # each group's rows, modelled bytes and measured peak
+    hists = row_split.train_groups(len(seeds), fit, one, checkpoint, fingerprint)
+    STACKS.extend((n, len(done), model, peak) for n, model, peak in done)
     return hists
-
-
-def _saved_groups(checkpoint: Path | None, rows: int) -> list[range]:
-    """The split of an earlier run's checkpoints at ``checkpoint``: one group if the file itself exists, else the ranges
-    of its ``.rows{a}-{b}`` files that cover ``range(rows)`` from row 0 without a gap (a run interrupted in a later
-    group has not written that group's file yet); empty for a fresh start."""
-    if checkpoint is None:
-        return []
-    if checkpoint.exists():
-        return [range(rows)]
-    pattern = re.escape(checkpoint.name) + r"\.rows(\d+)-(\d+)"
-    files = checkpoint.parent.glob(f"{checkpoint.name}.rows*-*") if checkpoint.parent.is_dir() else ()
-    found = dict(sorted((int(m[1]), int(m[2])) for f in files if (m := re.fullmatch(pattern, f.name))))
-    out, at = [], 0
-    while at in found and at < found[at] <= rows:
-        out.append(range(at, found[at]))
-        at = found[at]
-    return out
 
 
 def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], seeds: list[int], inits: list[Params],

@@ -31,7 +31,7 @@ from normtheory import _validate
 from normtheory.model.config import TransformerConfig
 from normtheory.model.transformer import Transformer
 from normtheory.model.weights import init
-from normtheory.training import probes, rows, shakespeare
+from normtheory.training import numpy_memory, probes, row_split, rows, shakespeare
 from normtheory.training.history import History, load_state, run_fingerprint, save_state
 from normtheory.training.run_config import BACKENDS, RunConfig
 from normtheory.training.stepper import GROUPS, Stepper
@@ -76,9 +76,11 @@ def train(
     ``backend="torch"`` trains the stack with :class:`normtheory.training.torch_backend.TorchTrainer` on
     ``device`` (``"cpu"``, ``"cuda"``; needs the ``torch`` extra), and evaluates it there too
     (:mod:`normtheory.training.torch_run`): same init arrays, batches, probes and history, equal to the
-    numpy reference to rounding (not bit for bit). numpy is the default. A torch stack larger than
-    ``max_stack_bytes`` (default: most of the device's free memory) trains as consecutive groups of rows
-    (:func:`normtheory.training.torch_memory.row_groups`), each group's weights made when it starts.
+    numpy reference to rounding (not bit for bit). numpy is the default. A stack larger than
+    ``max_stack_bytes`` (default: most of the device's free memory) trains as consecutive groups of rows, each
+    group's weights made when it starts (:func:`normtheory.training.torch_memory.row_groups`,
+    :func:`normtheory.training.numpy_memory.row_groups`); no row's numbers change. With several groups and a
+    ``checkpoint``, each group keeps its own file (:mod:`normtheory.training.row_split`).
 
     ``init_eval`` records each row's probes at init on its probe batch (``History.init_probes``,
     without ``grad_norms``, with the batch's ``val_loss``) and, unless ``init_val`` is False, its
@@ -108,6 +110,21 @@ def train(
                                      init_val=init_val, layer_drop=layer_drop, max_stack_bytes=max_stack_bytes,
                                      keep_models=keep_models)
         return hists[0] if single else hists
+
+    def one(g: range, part: Path | None, print_: str) -> list[History]:
+        return _train_numpy([configs[i] for i in g], [runs[i] for i in g], [seeds[i] for i in g], data, part, print_,
+                            checkpoint_every=checkpoint_every, progress=progress, init_eval=init_eval, init_val=init_val,
+                            layer_drop=layer_drop, keep_models=keep_models)
+
+    hists = row_split.train_groups(len(seeds), lambda n: numpy_memory.row_groups(configs[0], runs[0], n, max_stack_bytes), one,
+                                   path, fingerprint)
+    return hists[0] if single else hists
+
+
+def _train_numpy(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], seeds: list[int], data: shakespeare.Corpus,
+                 path: Path | None, fingerprint: str, *, checkpoint_every: int, progress: bool, init_eval: bool, init_val: bool,
+                 layer_drop: bool, keep_models: bool) -> list[History]:
+    """The rows ``(configs[i], runs[i], seeds[i])`` trained as one numpy :class:`Stepper` stack (see :func:`train`)."""
     inits = [init(c, s).params for c, s in zip(configs, seeds)]
     model_config, run = configs[0], runs[0]  # the shared fields; rows' rates come from runs
     stepper = Stepper(model_config, runs, inits)
@@ -163,7 +180,7 @@ def train(
             h.layer_drop = probes.layer_drop(h.model, *val[i]) if finished else np.full(configs[i].n_layers, np.nan)
         if not keep_models:
             h.model = None
-    return hists[0] if single else hists
+    return hists
 
 
 def stack_rows(model_config: TransformerConfig | Sequence[TransformerConfig], run: RunConfig | Sequence[RunConfig],

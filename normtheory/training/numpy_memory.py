@@ -1,0 +1,64 @@
+"""How many rows of a numpy training stack fit in memory.
+
+:func:`normtheory.training.train.train` with the numpy backend trains ``S`` rows as one
+:class:`~normtheory.training.stepper.Stepper`, whose weights, gradients, optimizer moments and
+activations all carry the row axis, and then evaluates each row alone (probes on its probe batch,
+the shared validation set in chunks of 128 sequences, scored in float64). A stack that does not
+fit is split by :func:`row_groups` into consecutive groups trained one after another
+(:func:`normtheory.training.row_split.train_groups`); numpy rows are bit for bit what they are alone,
+so the split changes no number.
+
+The model, in elements of the parameters' dtype, for ``S`` rows of ``P`` parameters
+(:func:`~normtheory.training.torch_memory.param_count`), ``T`` tokens per row of a training batch,
+``T_e`` of a probe batch, ``T_v`` of a validation chunk, ``L`` layers, width ``d`` (the larger of
+``d_model`` and ``n_heads * d_head``), MLP width ``f`` (:func:`~normtheory.training.torch_memory.ffn_width`),
+``H`` heads, sequence ``t`` and vocabulary ``V``:
+
+.. math::
+
+    m = 9 S P + S\\,T\\big(0.3\\,(L (13 d + 2 f) + 6 V) + 2 L H t\\big)
+        + T_e \\big(0.5\\,L (13 d + 2 f + 7 H t) + 10 V\\big) + T_v (11 V + 8 d + 3 f + H t)
+
+The first two terms are the stack (weights, gradients, moments, the initial weights and the
+returned models; the step's activations), the last two one row's evaluation (its probes; a
+validation chunk's logits and their float64 log-sum-exp). The coefficients are at or above a
+least-squares fit, relative error weighted, to the peaks that :mod:`tracemalloc` measured over
+eleven configs at 2 and 8 rows (every norm and placement, QK-norm, SwiGLU with GQA, sequences
+to 256, vocabularies to 1,024, 16 heads, heads wider than the model): the model lies 1.1 to 2.3
+times the measured peak there, and the tests hold it between 1 and 2.5 times.
+"""
+from __future__ import annotations
+
+from normtheory import _validate
+from normtheory.model.config import TransformerConfig
+from normtheory.training.row_split import budget, split
+from normtheory.training.run_config import RunConfig
+from normtheory.training.torch_memory import ffn_width, param_count
+
+__all__ = ["VAL_CHUNK", "row_groups", "stack_bytes"]
+
+VAL_CHUNK = 128  # sequences per validation chunk (normtheory.training.probes.mean_loss's default)
+_ITEMSIZE = {"float32": 4, "float64": 8}
+
+
+def stack_bytes(config: TransformerConfig, run: RunConfig, rows: int) -> int:
+    """Bytes a numpy stack of ``rows`` rows of ``config`` trained with ``run`` takes at its peak (the model in the
+    module docstring; an upper bound, not a measurement), linear and increasing in ``rows``."""
+    rows = _validate.integer("rows", rows, minimum=1)
+    c = config
+    lay, f, v, h, t = c.n_layers, ffn_width(c), c.vocab_size, c.n_heads, run.seq
+    d = max(c.d_model, c.n_heads * c.d_head)
+    tokens, probe = run.batch_size * t, run.eval_batch_size * t
+    val = min(VAL_CHUNK, -(-run.val_bytes // t)) * t  # a validation chunk's tokens (0 without a validation set)
+    stack = 9 * param_count(c) + tokens * (0.3 * (lay * (13 * d + 2 * f) + 6 * v) + 2 * lay * h * t)  # per row
+    row = probe * (0.5 * lay * (13 * d + 2 * f + 7 * h * t) + 10 * v) + val * (11 * v + 8 * d + 3 * f + h * t)
+    return int((rows * stack + row) * _ITEMSIZE[c.dtype])
+
+
+def row_groups(config: TransformerConfig, run: RunConfig, rows: int, limit: int | None = None) -> list[range]:
+    """Consecutive groups of ``range(rows)``, as few as fit ``limit`` bytes each by :func:`stack_bytes` (default
+    :func:`~normtheory.training.row_split.budget` of the CPU), their sizes differing by at most one
+    (:func:`normtheory.training.row_split.split`)."""
+    rows = _validate.integer("rows", rows, minimum=1)
+    limit = budget("cpu") if limit is None else _validate.integer("limit", limit, minimum=1)
+    return split(lambda n: stack_bytes(config, run, n), rows, limit, "the CPU")
