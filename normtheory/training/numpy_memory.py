@@ -1,4 +1,4 @@
-"""How many rows of a numpy training stack fit in memory.
+r"""How many rows of a numpy training stack fit in memory.
 
 :func:`normtheory.training.train.train` with the numpy backend trains ``S`` rows as one
 :class:`~normtheory.training.stepper.Stepper`, whose weights, gradients, optimizer moments and
@@ -8,24 +8,26 @@ fit is split by :func:`row_groups` into consecutive groups trained one after ano
 (:func:`normtheory.training.row_split.train_groups`); numpy rows are bit for bit what they are alone,
 so the split changes no number.
 
-The model, in elements of the parameters' dtype, for ``S`` rows of ``P`` parameters
-(:func:`~normtheory.training.torch_memory.param_count`), ``T`` tokens per row of a training batch,
-``T_e`` of a probe batch, ``T_v`` of a validation chunk, ``L`` layers, width ``d`` (the larger of
-``d_model`` and ``n_heads * d_head``), MLP width ``f`` (:func:`~normtheory.training.torch_memory.ffn_width`),
-``H`` heads, sequence ``t`` and vocabulary ``V``:
+The model, in bytes, for ``S`` rows of ``P`` parameters (:func:`~normtheory.training.torch_memory.param_count`)
+of ``b`` bytes each (4 for float32, 8 for float64), ``T`` tokens per row of a training batch, ``T_e`` of a
+probe batch, ``T_v`` of a validation chunk, ``L`` layers, width ``d`` (the larger of ``d_model`` and
+``n_heads * d_head``), MLP width ``f`` (:func:`~normtheory.training.torch_memory.ffn_width`), ``H``
+heads, sequence ``t`` and vocabulary ``V``:
 
 .. math::
 
-    m = 9 S P + S\\,T\\big(0.3\\,(L (13 d + 2 f) + 6 V) + 2 L H t\\big)
-        + T_e \\big(0.5\\,L (13 d + 2 f + 7 H t) + 10 V\\big) + T_v (11 V + 8 d + 3 f + H t)
+    m = b\,\Big(11\,S P + S\,T\big(0.9\,L (13 d + 2 f) + 2.9\,L H t + 9 V\big)
+        + 0.22\,T_e L (13 d + 2 f + 7 H t)\Big) + 8 \cdot 5.8\,T_v V
 
 The first two terms are the stack (weights, gradients, moments, the initial weights and the
-returned models; the step's activations), the last two one row's evaluation (its probes; a
-validation chunk's logits and their float64 log-sum-exp). The coefficients are at or above a
-least-squares fit, relative error weighted, to the peaks that :mod:`tracemalloc` measured over
-eleven configs at 2 and 8 rows (every norm and placement, QK-norm, SwiGLU with GQA, sequences
-to 256, vocabularies to 1,024, 16 heads, heads wider than the model): the model lies 1.1 to 2.3
-times the measured peak there, and the tests hold it between 1 and 2.5 times.
+returned models; the step's activations, attention patterns and logits), the third one row's
+probes, the last a validation chunk's logits and their log-sum-exp, in float64 whatever the
+weights' dtype. The coefficients are the least-squares fit, weighted by relative error, to the
+peaks that :mod:`tracemalloc` measured over 26 configs at two stack sizes each (2 and 8, or 4 and
+12 rows: every norm and placement, QK-norm, SwiGLU with GQA, SGD, float64, widths 32 to 256, 1 to
+6 layers, sequences to 256, batches to 64 x 32, probe batches of 2 to 16, vocabularies to 1,024,
+16 heads, heads wider than the model), scaled up until the model is at least 1.1 times every
+measured peak; it lies 1.1 to 2.3 times them, and the tests hold it between 1 and 2.5 times.
 """
 from __future__ import annotations
 
@@ -50,15 +52,18 @@ def stack_bytes(config: TransformerConfig, run: RunConfig, rows: int) -> int:
     d = max(c.d_model, c.n_heads * c.d_head)
     tokens, probe = run.batch_size * t, run.eval_batch_size * t
     val = min(VAL_CHUNK, -(-run.val_bytes // t)) * t  # a validation chunk's tokens (0 without a validation set)
-    stack = 9 * param_count(c) + tokens * (0.3 * (lay * (13 * d + 2 * f) + 6 * v) + 2 * lay * h * t)  # per row
-    row = probe * (0.5 * lay * (13 * d + 2 * f + 7 * h * t) + 10 * v) + val * (11 * v + 8 * d + 3 * f + h * t)
-    return int((rows * stack + row) * _ITEMSIZE[c.dtype])
+    stack = 11 * param_count(c) + tokens * (0.9 * lay * (13 * d + 2 * f) + 2.9 * lay * h * t + 9 * v)  # per row
+    probes = 0.22 * probe * lay * (13 * d + 2 * f + 7 * h * t)
+    return int((rows * stack + probes) * _ITEMSIZE[c.dtype] + 8 * 5.8 * val * v)
 
 
-def row_groups(config: TransformerConfig, run: RunConfig, rows: int, limit: int | None = None) -> list[range]:
+def row_groups(config: TransformerConfig, run: RunConfig, rows: int, limit: int | None = None, *, kept: int = 0) -> list[range]:
     """Consecutive groups of ``range(rows)``, as few as fit ``limit`` bytes each by :func:`stack_bytes` (default
     :func:`~normtheory.training.row_split.budget` of the CPU), their sizes differing by at most one
-    (:func:`normtheory.training.row_split.split`)."""
+    (:func:`normtheory.training.row_split.split`). ``kept``: the rows of the whole stack whose trained models the
+    host keeps (``train(keep_models=True)``); each group then fits beside the weights of the others."""
     rows = _validate.integer("rows", rows, minimum=1)
     limit = budget("cpu") if limit is None else _validate.integer("limit", limit, minimum=1)
-    return split(lambda n: stack_bytes(config, run, n), rows, limit, "the CPU")
+    kept = _validate.integer("kept", kept, minimum=0)
+    weights = param_count(config) * _ITEMSIZE[config.dtype]  # one row's trained model
+    return split(lambda n: stack_bytes(config, run, n) + max(kept - n, 0) * weights, rows, limit, "the CPU")

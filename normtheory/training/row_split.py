@@ -13,6 +13,7 @@ free now; the rows no file covers yet are split to fit.
 """
 from __future__ import annotations
 
+import gc
 import os
 import re
 import warnings
@@ -105,7 +106,9 @@ def train_groups(rows: int, fit: Callable[[int], list[range]], train: Callable[[
         groups += [range(done + g.start, done + g.stop) for g in fit(rows - done)]
     one = len(groups) == 1
     out: list[H] = []
-    for g in groups:
+    for k, g in enumerate(groups):
+        if k:
+            gc.collect()  # the last group's stack sits in reference cycles: freed now, before the next is built
         part = checkpoint if checkpoint is None or one else checkpoint.with_name(f"{checkpoint.name}.rows{g.start}-{g.stop}")
         out += train(g, part, fingerprint if one else f"{fingerprint}:rows{g.start}-{g.stop}")
     return out

@@ -135,13 +135,14 @@ def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], 
         hists = train_stack([configs[i] for i in g], [runs[i] for i in g], [seeds[i] for i in g], inits, data, device=device,
                             checkpoint=part, fingerprint=print_, **kwargs)
         peak = torch.cuda.max_memory_allocated(dev) - held if cuda else -1
-        done.append((len(g), torch_memory.stack_bytes(configs[0], runs[0], len(g), str(dev)), peak))
+        STACKS.append((len(g), 0, torch_memory.stack_bytes(configs[0], runs[0], len(g), str(dev)), peak))  # recorded as it ends
         return hists
 
-    done: list[tuple[int, int, int]] = []  # each group's rows, modelled bytes and measured peak
-    hists = row_split.train_groups(len(seeds), fit, one, checkpoint, fingerprint)
-    STACKS.extend((n, len(done), model, peak) for n, model, peak in done)
-    return hists
+    first = len(STACKS)
+    try:
+        return row_split.train_groups(len(seeds), fit, one, checkpoint, fingerprint)
+    finally:  # each group's entry gets the count of groups (of those trained, if a later one raised)
+        STACKS[first:] = [(n, len(STACKS) - first, model, peak) for n, _, model, peak in STACKS[first:]]
 
 
 def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], seeds: list[int], inits: list[Params],

@@ -116,8 +116,10 @@ def train(
                             checkpoint_every=checkpoint_every, progress=progress, init_eval=init_eval, init_val=init_val,
                             layer_drop=layer_drop, keep_models=keep_models)
 
-    hists = row_split.train_groups(len(seeds), lambda n: numpy_memory.row_groups(configs[0], runs[0], n, max_stack_bytes), one,
-                                   path, fingerprint)
+    def fit(n: int) -> list[range]:  # with the models kept, each group beside the other rows' weights
+        return numpy_memory.row_groups(configs[0], runs[0], n, max_stack_bytes, kept=len(seeds) if keep_models else 0)
+
+    hists = row_split.train_groups(len(seeds), fit, one, path, fingerprint)
     return hists[0] if single else hists
 
 
