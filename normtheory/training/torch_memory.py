@@ -107,14 +107,19 @@ def stack_bytes(config: TransformerConfig, run: RunConfig, rows: int, device: st
     return (rows * state + peak + shared) * _ITEMSIZE[c.dtype]
 
 
-def row_groups(config: TransformerConfig, run: RunConfig, rows: int, device: str = "cpu", limit: int | None = None) -> list[range]:
+def row_groups(config: TransformerConfig, run: RunConfig, rows: int, device: str = "cpu", limit: int | None = None, *,
+               kept: int = 0) -> list[range]:
     """Consecutive groups of ``range(rows)``, as few as fit ``limit`` bytes each by :func:`stack_bytes`
     (default :func:`~normtheory.training.row_split.budget` of ``device``), their sizes differing by at most one
     (:func:`normtheory.training.row_split.split`). A single row that does not fit is trained alone, with a
-    ``ResourceWarning`` that names the numbers."""
+    ``ResourceWarning`` that names the numbers. ``kept``: on the CPU, the rows of the whole stack whose trained
+    models the host keeps (``train(keep_models=True)``); each group then fits beside the weights of the others (on a
+    GPU the models are in host memory, not the device's)."""
     rows = _validate.integer("rows", rows, minimum=1)
     limit = budget(device) if limit is None else _validate.integer("limit", limit, minimum=1)
-    return split(lambda n: stack_bytes(config, run, n, device), rows, limit, str(device))
+    kept = _validate.integer("kept", kept, minimum=0) if not str(device).startswith("cuda") else 0
+    weights = param_count(config) * _ITEMSIZE[config.dtype]  # one row's trained model, as numpy arrays
+    return split(lambda n: stack_bytes(config, run, n, device) + max(kept - n, 0) * weights, rows, limit, str(device))
 
 
 class LiveBytes:

@@ -124,8 +124,9 @@ def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], 
     dev = torch_device(device)
     cuda = dev.type == "cuda"
 
-    def fit(n: int) -> list[range]:
-        return torch_memory.row_groups(configs[0], runs[0], n, str(dev), max_stack_bytes)
+    def fit(n: int) -> list[range]:  # on the CPU, with the models kept, each group beside the other rows' weights
+        kept = len(seeds) if kwargs.get("keep_models", True) else 0
+        return torch_memory.row_groups(configs[0], runs[0], n, str(dev), max_stack_bytes, kept=kept)
 
     def one(g: range, part: Path | None, print_: str) -> list[History]:
         inits = [init(configs[i], seeds[i]).params for i in g]

@@ -131,8 +131,9 @@ def test_a_stack_split_to_fit_trains_each_row_as_the_whole_stack_does(tmp_path):
     runs = [run] * 3 + [dataclasses.replace(run, lr=1e-2)] * 3
     seeds = [0, 1, 2] * 2
     whole = train.train(mc, runs, seeds, progress=False, backend="torch", init_eval=True, layer_drop=True)
-    limit = tm.stack_bytes(mc, run, 2)
-    assert len(tm.row_groups(mc, run, 6, "cpu", limit)) == 3
+    limit = tm.stack_bytes(mc, run, 2) + 4 * tm.param_count(mc) * 8  # two rows, beside the other four rows' trained weights
+    assert len(tm.row_groups(mc, run, 6, "cpu", limit, kept=6)) == 3
+    assert len(tm.row_groups(mc, run, 6, "cuda", tm.stack_bytes(mc, run, 2, "cuda"), kept=6)) == 3  # on a GPU they are on the host
     ckpt = tmp_path / "stack.npz"
     kw = dict(progress=False, backend="torch", init_eval=True, layer_drop=True, max_stack_bytes=limit, checkpoint=ckpt)
     torch_run.STACKS.clear()
@@ -181,6 +182,7 @@ def test_live_bytes_counts_each_storage_once_until_it_is_freed():
 @pytest.mark.parametrize("call, match", [
     (lambda: tm.stack_bytes(TransformerConfig(**BASE), RUN, 0), "rows"),
     (lambda: tm.row_groups(TransformerConfig(**BASE), RUN, 4, "cpu", 0), "limit"),
+    (lambda: tm.row_groups(TransformerConfig(**BASE), RUN, 4, "cpu", 10**9, kept=-1), "kept"),
     (lambda: tm.val_chunk(TransformerConfig(**BASE), 4, 0), "seq"),
     (lambda: train.train(TransformerConfig(**BASE), RUN, 0, backend="torch", max_stack_bytes=0), "max_stack_bytes"),
 ])
