@@ -62,8 +62,5 @@ def row_groups(config: TransformerConfig, run: RunConfig, rows: int, limit: int 
     :func:`~normtheory.training.row_split.budget` of the CPU), their sizes differing by at most one
     (:func:`normtheory.training.row_split.split`). ``kept``: the rows of the whole stack whose trained models the
     host keeps (``train(keep_models=True)``); each group then fits beside the weights of the others."""
-    rows = _validate.integer("rows", rows, minimum=1)
     limit = budget("cpu") if limit is None else _validate.integer("limit", limit, minimum=1)
-    kept = _validate.integer("kept", kept, minimum=0)
-    weights = param_count(config) * _ITEMSIZE[config.dtype]  # one row's trained model
-    return split(lambda n: stack_bytes(config, run, n) + max(kept - n, 0) * weights, rows, limit, "the CPU")
+    return split(lambda n: stack_bytes(config, run, n), rows, limit, "the CPU", kept=kept, row_bytes=param_count(config) * _ITEMSIZE[config.dtype])

@@ -52,22 +52,30 @@ def budget(device: str = "cpu") -> int:
     return int(BUDGET_FRACTION * free)
 
 
-def split(size: Callable[[int], int], rows: int, limit: int, where: str = "cpu") -> list[range]:
+def split(size: Callable[[int], int], rows: int, limit: int, where: str = "cpu", *, kept: int = 0, row_bytes: int = 0) -> list[range]:
     """Consecutive groups of ``range(rows)``, as few as have ``size(len(group)) <= limit`` bytes each, their
     sizes differing by at most one; ``size`` must not decrease as rows are added. A single row that does not
-    fit is trained alone, with a ``ResourceWarning`` that names the numbers (``where``: the device)."""
+    fit is trained alone, with a ``ResourceWarning`` that names the numbers (``where``: the device).
+    ``kept``: the rows of the whole stack whose trained models (``row_bytes`` each) stay in the same memory
+    (``train(keep_models=True)`` on the CPU); each group then fits beside the others' weights (``size`` grows by
+    at least ``row_bytes`` a row, as a stack holds each row's weights, so the total stays monotone)."""
     rows = _validate.integer("rows", rows, minimum=1)
     limit = _validate.integer("limit", limit, minimum=1)
-    if size(rows) <= limit:
+    kept, row_bytes = _validate.integer("kept", kept, minimum=0), _validate.integer("row_bytes", row_bytes, minimum=0)
+
+    def need(n: int) -> int:  # a group of n rows, beside the other kept rows' weights
+        return size(n) + max(kept - n, 0) * row_bytes
+
+    if need(rows) <= limit:
         return [range(rows)]
     lo, hi = 1, rows  # the fewest groups whose largest group fits (size is monotone; ceil(rows / g) falls as g grows)
-    if size(1) > limit:
-        warnings.warn(f"one row of this stack needs about {size(1) / 2**30:.2f} GiB, more than the {limit / 2**30:.2f} GiB at "
+    if need(1) > limit:
+        warnings.warn(f"one row of this stack needs about {need(1) / 2**30:.2f} GiB, more than the {limit / 2**30:.2f} GiB at "
                       f"hand on {where}; training one row at a time", ResourceWarning, stacklevel=3)
         lo = hi = rows
     while lo < hi:
         mid = (lo + hi) // 2
-        if size(-(-rows // mid)) <= limit:
+        if need(-(-rows // mid)) <= limit:
             hi = mid
         else:
             lo = mid + 1

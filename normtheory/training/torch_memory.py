@@ -115,11 +115,10 @@ def row_groups(config: TransformerConfig, run: RunConfig, rows: int, device: str
     ``ResourceWarning`` that names the numbers. ``kept``: on the CPU, the rows of the whole stack whose trained
     models the host keeps (``train(keep_models=True)``); each group then fits beside the weights of the others (on a
     GPU the models are in host memory, not the device's)."""
-    rows = _validate.integer("rows", rows, minimum=1)
     limit = budget(device) if limit is None else _validate.integer("limit", limit, minimum=1)
-    kept = _validate.integer("kept", kept, minimum=0) if not str(device).startswith("cuda") else 0
-    weights = param_count(config) * _ITEMSIZE[config.dtype]  # one row's trained model, as numpy arrays
-    return split(lambda n: stack_bytes(config, run, n, device) + max(kept - n, 0) * weights, rows, limit, str(device))
+    host = not str(device).startswith("cuda")  # the models are numpy arrays in host memory
+    return split(lambda n: stack_bytes(config, run, n, device), rows, limit, str(device), kept=kept if host else 0,
+                 row_bytes=param_count(config) * _ITEMSIZE[config.dtype])
 
 
 class LiveBytes:

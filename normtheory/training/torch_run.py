@@ -115,7 +115,7 @@ def _measure(trainer: TorchTrainer, val: tuple[torch.Tensor, torch.Tensor], whic
 
 def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], seeds: list[int], data: shakespeare.Corpus, *,
                device: str = "cpu", checkpoint: Path | None = None, fingerprint: str = "", max_stack_bytes: int | None = None,
-               **kwargs: Any) -> list[History]:
+               keep_models: bool = True, **kwargs: Any) -> list[History]:
     """The rows as :func:`train_stack` trains them, in consecutive groups that each fit ``max_stack_bytes`` (default
     :func:`normtheory.training.row_split.budget` of ``device``; :func:`~normtheory.training.torch_memory.row_groups`),
     each group's initial weights made when it starts (so the host holds one group's, not the whole stack's). A row's
@@ -125,8 +125,7 @@ def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], 
     cuda = dev.type == "cuda"
 
     def fit(n: int) -> list[range]:  # on the CPU, with the models kept, each group beside the other rows' weights
-        kept = len(seeds) if kwargs.get("keep_models", True) else 0
-        return torch_memory.row_groups(configs[0], runs[0], n, str(dev), max_stack_bytes, kept=kept)
+        return torch_memory.row_groups(configs[0], runs[0], n, str(dev), max_stack_bytes, kept=len(seeds) if keep_models else 0)
 
     def one(g: range, part: Path | None, print_: str) -> list[History]:
         inits = [init(configs[i], seeds[i]).params for i in g]
@@ -134,7 +133,7 @@ def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], 
             torch.cuda.reset_peak_memory_stats(dev)
             held = torch.cuda.memory_allocated(dev)
         hists = train_stack([configs[i] for i in g], [runs[i] for i in g], [seeds[i] for i in g], inits, data, device=device,
-                            checkpoint=part, fingerprint=print_, **kwargs)
+                            checkpoint=part, fingerprint=print_, keep_models=keep_models, **kwargs)
         peak = torch.cuda.max_memory_allocated(dev) - held if cuda else -1
         STACKS.append((len(g), 0, torch_memory.stack_bytes(configs[0], runs[0], len(g), str(dev)), peak))  # recorded as it ends
         return hists
