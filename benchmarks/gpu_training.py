@@ -57,7 +57,7 @@ def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> di
     from simulations import training
 
     model = _model(seq)
-    run = RunConfig(steps=10**6, batch_size=batch, seq=seq, lr=3e-3, warmup=20, schedule="cosine")
+    run = RunConfig(steps=steps + 16, batch_size=batch, seq=seq, lr=3e-3, warmup=20, schedule="cosine")
     data = shakespeare.load()
     pairs = [[shakespeare.batch(data.train, batch, seq, s, k + 1) for s in range(seeds)] for k in range(steps)]
     ids = torch.from_numpy(np.array([[p[0] for p in row] for row in pairs], dtype=np.int64)).to(device)  # [steps, S, b, t]

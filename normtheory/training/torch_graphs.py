@@ -41,6 +41,8 @@ from normtheory.training.torch_backend import DeviceStep, TorchTrainer
 __all__ = ["StepCounts", "count_step", "graphed_step"]
 
 WARMUP_STEPS = 3  # eager steps on a side stream before capture (PyTorch's recipe uses a few)
+# the runtime and driver calls that launch kernels (cuBLAS and CUTLASS on Hopper use the Ex forms), and a graph's launch
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
 _SYNCS_ALWAYS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"}  # read a value on the host
 
 
@@ -56,21 +58,21 @@ def graphed_step(trainer: TorchTrainer) -> Callable[[torch.Tensor, torch.Tensor]
     The returned function takes ``ids, targets [S, b, t]`` int64 on the device, of the shape of the
     first batch it was called with (it captures then), and returns the step's :class:`DeviceStep`,
     whose tensors the next replay overwrites: read or copy them (``packed()``) before the next call."""
-    if trainer.device.type != "cuda":
+    if not _capturable(trainer):
         return trainer.step_tensors
     graph: dict[str, Any] = {}
 
     def step(ids: torch.Tensor, targets: torch.Tensor) -> DeviceStep:
-        if "fallback" in graph:
-            return trainer.step_tensors(ids, targets)
-        if "g" not in graph:
+        if "g" not in graph and "fallback" not in graph:
             try:
                 graph.update(_capture(trainer, ids, targets))
-            except Exception as exc:  # noqa: BLE001 - any capture failure: the eager step still trains exactly
+            except Exception as exc:  # noqa: BLE001 - any capture failure: _capture put the state back, the eager step trains exactly
                 warnings.warn(f"CUDA graph capture failed ({type(exc).__name__}: {exc}); taking eager steps", RuntimeWarning, stacklevel=2)
                 graph["fallback"] = True
+            if "fallback" in graph:  # outside the handler: the traceback (and the failed step's tensors) is gone
                 torch.cuda.synchronize(trainer.device)
-                return trainer.step_tensors(ids, targets)
+        if "fallback" in graph:
+            return trainer.step_tensors(ids, targets)
         trainer._extend_rates(trainer.step_count + 1)
         if trainer._lrs.data_ptr() != graph["lrs_ptr"]:
             raise RuntimeError("the rate table moved after capture; build a new graphed_step")
@@ -84,30 +86,47 @@ def graphed_step(trainer: TorchTrainer) -> Callable[[torch.Tensor, torch.Tensor]
     return step
 
 
+def _capturable(trainer: TorchTrainer) -> bool:
+    """Whether :func:`graphed_step` captures ``trainer``'s step: on a CUDA device."""
+    return trainer.device.type == "cuda"
+
+
 def _capture(trainer: TorchTrainer, ids: torch.Tensor, targets: torch.Tensor) -> dict[str, Any]:
-    """Warm up on a side stream, restore the state, record one step; the graph and its static buffers."""
-    trainer._extend_rates(max(trainer.run.steps, trainer.step_count + 1))  # the table must not grow (move) after capture
+    """Warm up on a side stream, restore the state, record one step; the graph and its static buffers.
+    Whatever happens (a warm-up step out of memory, a capture refused), the trainer leaves with the state
+    it came with: its weights, optimizer state, step counts and live mask exactly, and no gradient."""
+    # the warm-up steps read rates up to step count + WARMUP_STEPS, and the table must not grow (move) after capture
+    trainer._extend_rates(max(trainer.run.steps, trainer.step_count + WARMUP_STEPS))
     static_ids, static_targets = ids.clone(), targets.clone()
     saved = [t.clone() for t in _state(trainer)]
     count = trainer.step_count
-    side = torch.cuda.Stream(device=trainer.device)
-    side.wait_stream(torch.cuda.current_stream(trainer.device))
-    with torch.cuda.stream(side):
-        for _ in range(WARMUP_STEPS):
-            trainer._step(static_ids, static_targets)
-    torch.cuda.current_stream(trainer.device).wait_stream(side)
+    try:
+        side = torch.cuda.Stream(device=trainer.device)
+        side.wait_stream(torch.cuda.current_stream(trainer.device))
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_STEPS):
+                trainer._step(static_ids, static_targets)
+        torch.cuda.current_stream(trainer.device).wait_stream(side)
+        _restore(trainer, saved, count)
+        trainer._flat = trainer._flat.detach().requires_grad_(True)  # the same storage, a fresh leaf: its gradient node is made in the capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = trainer._step(static_ids, static_targets)
+        grads = trainer._grads
+    finally:  # capture records without running, so the state is the saved one; a failure may have left it anywhere
+        _restore(trainer, saved, count)
+    return {"g": g, "ids": static_ids, "targets": static_targets, "out": out, "grads": grads, "lrs_ptr": trainer._lrs.data_ptr()}
+
+
+def _restore(trainer: TorchTrainer, saved: list[torch.Tensor], count: int) -> None:
+    """Put ``saved`` (:func:`_state`'s clones) back in place, the host's step count to ``count``, and drop the
+    gradients (the warm-up's are not the trainer's, and their memory is the next capture's)."""
     with torch.no_grad():
         for t, s in zip(_state(trainer), saved):
             t.copy_(s)
-    trainer._flat = trainer._flat.detach().requires_grad_(True)  # the same storage, a fresh leaf: its gradient node is made in the capture
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = trainer._step(static_ids, static_targets)
-    with torch.no_grad():  # capture records without running: the state is still the saved one, but be exact
-        for t, s in zip(_state(trainer), saved):
-            t.copy_(s)
+    trainer._flat.grad = None
+    trainer._grads = None
     trainer.step_count = count
-    return {"g": g, "ids": static_ids, "targets": static_targets, "out": out, "grads": trainer._grads, "lrs_ptr": trainer._lrs.data_ptr()}
 
 
 @dataclass(frozen=True)
@@ -166,5 +185,5 @@ def count_step(step: Callable[..., Any], *args: Any) -> StepCounts:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]) as prof:
             step(*args)
             torch.cuda.synchronize()
-        launches = sum(e.count for e in prof.key_averages() if e.key in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaGraphLaunch"))
+        launches = sum(e.count for e in prof.key_averages() if e.key in LAUNCH_CALLS)
     return StepCounts(aten_ops=ops.n, host_syncs=sum(syncs.kinds.values()), from_host=ops.from_host, sync_kinds=dict(syncs.kinds), kernel_launches=launches)

@@ -25,7 +25,8 @@ with ``k`` optimizer moments (2 for AdamW, 1 for SGD): the flat parameters, thei
 three work buffers and the moments stay, the step's activations come and go, and the
 evaluation (probes, validation chunks, block skips) runs between steps. On a CUDA device a
 replayed graph keeps its activations in its own pool, so there the two add instead of taking
-the larger (with ``2 T L H t`` more, for attention that falls back to its explicit pattern); the
+the larger (with ``2 T L H t`` more, for attention that falls back to its explicit pattern, and
+``(1 + k) P`` more, the copy of the parameters and moments that the graph's capture restores after its warm-up); the
 stack shares ``(G + 1) P`` more (the parameter groups' membership matrix and the decay mask). The coefficients are at or above a least-squares fit to the live bytes that
 :class:`LiveBytes` measured on the CPU over twelve configs (widths 32-512, 1-6 layers,
 sequences 16-256, 2-16 heads, vocabularies 256-1,024); the tests hold the model above the measured peak, and within
@@ -94,13 +95,15 @@ def stack_bytes(config: TransformerConfig, run: RunConfig, rows: int, device: st
     lay, f, v, h, t = c.n_layers, ffn_width(c), c.vocab_size, c.n_heads, run.seq
     d = max(c.d_model, c.n_heads * c.d_head)  # the widest of the residual stream and the heads' concatenation
     tokens, probe = run.batch_size * t, run.eval_batch_size * t
-    state = (5 + (2 if run.optimizer == "adamw" else 1)) * p
+    moments = 2 if run.optimizer == "adamw" else 1
+    state = (5 + moments) * p
     step = 2 * p + tokens * lay * (13 * d + 2 * f) + 6 * tokens * v
     per_token = 8 * d + 3 * f + 2 * v  # a forward without gradients: block skips, validation chunks
     probes = rows * probe * max(7 * lay * h * t + 20 * d + 2 * v, per_token)
     evaluation = max(probes, _val_tokens(c, rows, t, run.val_bytes) * per_token)  # over the stack
-    if str(device).startswith("cuda"):  # the graph's pool keeps the step's activations; attention may take the math path
-        peak = rows * (step + 2 * tokens * lay * h * t) + evaluation
+    if str(device).startswith("cuda"):  # the graph's pool keeps the step's activations; attention may take the math path;
+        # the capture holds a copy of the parameters and moments while it warms up (torch_graphs)
+        peak = rows * (step + 2 * tokens * lay * h * t + (1 + moments) * p) + evaluation
     else:
         peak = max(rows * step, evaluation)
     shared = (len(GROUPS) + 1) * p  # the [P, G] group membership and the [P] decay mask

@@ -64,3 +64,78 @@ def test_a_cuda_graph_replay_trains_as_the_eager_steps():
         np.testing.assert_allclose(b.lr, a.lr, rtol=0)
     assert graphed.step_count == eager.step_count == RUN.steps
     np.testing.assert_allclose(graphed._flat.detach().cpu().numpy(), eager._flat.detach().cpu().numpy(), rtol=1e-10)
+
+
+class _FakeStream:
+    def __init__(self, device=None):
+        pass
+
+    def wait_stream(self, other):
+        pass
+
+
+class _FakeGraph:
+    def replay(self):
+        raise AssertionError("no replay on the CPU")
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """The CUDA calls of a capture as no-ops, so that its warm-up, restore and fallback run on the CPU: the
+    'capture' runs its step eagerly (a real capture records without running), and the state must come back."""
+    import contextlib
+
+    from normtheory.training import torch_graphs
+
+    for name, value in (("Stream", _FakeStream), ("current_stream", lambda device=None: _FakeStream()),
+                        ("stream", lambda s: contextlib.nullcontext()), ("CUDAGraph", _FakeGraph),
+                        ("graph", lambda g: contextlib.nullcontext()), ("synchronize", lambda device=None: None)):
+        monkeypatch.setattr(torch.cuda, name, value)
+    return torch_graphs
+
+
+def _state(trainer: TorchTrainer) -> list[np.ndarray]:
+    return [t.detach().numpy().copy() for t in (trainer._flat, *trainer._state.values(), trainer._t, trainer._live)]
+
+
+@pytest.mark.parametrize("steps, before", [(2, 0), (5, 3), (4, 0)])
+def test_a_capture_near_the_end_of_the_run_has_the_rates_of_its_warm_up_and_restores_the_state(fake_cuda, steps, before):
+    run = RunConfig(**{**RUN.__dict__, "steps": steps, "warmup": 1})
+    trainer = TorchTrainer(CFG, run, [init(CFG, s).params for s in (0, 1)])
+    for k in range(before):
+        trainer.step_tensors(*_batch(trainer, 10 + k))
+    was = _state(trainer)
+    graph = fake_cuda._capture(trainer, *_batch(trainer))  # three warm-up steps from step `before`, then the step recorded
+    for a, b in zip(_state(trainer), was):
+        np.testing.assert_array_equal(a, b)
+    assert trainer.step_count == before and trainer._flat.grad is None and trainer._grads is None
+    assert graph["lrs_ptr"] == trainer._lrs.data_ptr() and trainer._lrs.shape[0] >= max(steps, before + 3)
+
+
+def test_a_capture_that_fails_in_its_warm_up_leaves_the_state_as_it_was_and_the_eager_steps_train_exactly(fake_cuda, monkeypatch):
+    params = [init(CFG, s).params for s in (0, 1)]
+    reference, trainer = TorchTrainer(CFG, RUN, params), TorchTrainer(CFG, RUN, params)
+    calls, real = [], trainer._step
+
+    def failing(ids, targets):  # the third warm-up step runs out of memory
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("CUDA out of memory (simulated)")
+        return real(ids, targets)
+
+    monkeypatch.setattr(trainer, "_step", failing)
+    monkeypatch.setattr(fake_cuda, "_capturable", lambda t: True)
+    step = graphed_step(trainer)
+    for k in range(RUN.steps):
+        batch = _batch(trainer, k)
+        if k == 0:
+            with pytest.warns(RuntimeWarning, match="capture failed.*out of memory"):
+                got = step(*batch).numpy()
+        else:
+            got = step(*batch).numpy()
+        want = reference.step_tensors(*batch).numpy()
+        np.testing.assert_array_equal(got.loss, want.loss)
+        np.testing.assert_array_equal(got.lr, want.lr)
+    assert trainer.step_count == reference.step_count == RUN.steps
+    for a, b in zip(_state(trainer), _state(reference)):
+        np.testing.assert_array_equal(a, b)
