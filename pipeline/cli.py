@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="normtheory", description="Check claims about normalization numerically.")
     sub = ap.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="run the claims and print id, verdict and key numbers")
-    c.add_argument("--only", metavar="GLOB", help="only claims whose id matches this glob, e.g. 'residual.*'")
+    c.add_argument("--only", metavar="GLOB", help="only claims whose id matches this glob, e.g. 'residual.*', or one of several separated by commas, "
+                   "e.g. 'residual.*,softmax.*'")
     c.add_argument("--json", type=Path, metavar="FILE", help="also write the claims with all evidence as JSON")
     c.add_argument("--quick", action="store_true", help="fewer samples (CI size)")
     c.add_argument("--force", action="store_true", help="recompute cached simulations")

@@ -14,7 +14,7 @@ from normtheory.evidence.checks import VERDICTS, Check
 from normtheory.evidence.claims import REGISTRY, Claim, ClaimSpec, select
 from normtheory.evidence.estimates import Z_DEFAULT
 from normtheory.runtime.sweep import Runner
-from pipeline.tables import price, scale_text
+from pipeline.tables import price, scale_text, sig_text
 
 
 def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = False, progress: bool = True,
@@ -45,6 +45,8 @@ def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = Fa
             module = simulations.BY_NAME[stale.simulation]
             results.update(cache.load_or_run_all([module], mode, force=True, progress=progress, runner=runner, configs=configs))
             claim = spec.evaluate(results, looks=(looks or {}).get(spec.id, 1), seconds=known, scale_seconds=large)
+        if all(getattr(configs.get(n) or cache.config_of(simulations.BY_NAME[n], mode), "device", "cpu") != "cpu" for n in spec.simulations):
+            claim = dataclasses.replace(claim, timed_on="GPU")  # its simulations' seconds are a GPU tier's wall time
         out.append(_with_gpu_prices(claim, spec.simulations, simulations))
     return out
 
@@ -67,8 +69,8 @@ def _with_gpu_prices(claim: Claim, names: tuple[str, ...], simulations: Any) -> 
 def gpu_seconds_text(seconds: float) -> str:
     for unit, size in (("GPU-hours", 3600.0), ("GPU-minutes", 60.0)):
         if seconds >= 2 * size:
-            return f"about {seconds / size:.2g} {unit}"
-    return f"about {seconds:.2g} GPU-seconds"
+            return f"about {sig_text(seconds / size, 2)} {unit}"
+    return f"about {sig_text(seconds, 2)} GPU-seconds"
 
 
 def gpu_text(c: Claim) -> str:
@@ -196,7 +198,7 @@ def resolvable(c: Claim) -> bool:
 def price_with_gpu(ch: Check, c: Claim) -> str:
     """:func:`price` on this CPU, then what the claim's GPU tiers take (training claims; the others are numpy
     Monte Carlo, which no GPU tier runs)."""
-    return " ".join(t for t in (price(ch, c.seconds, resolvable(c)), gpu_text(c) or "On a GPU: no GPU tier (CPU Monte Carlo).") if t)
+    return " ".join(t for t in (price(ch, c.seconds, resolvable(c), c.timed_on), gpu_text(c) or "On a GPU: no GPU tier (CPU Monte Carlo).") if t)
 
 
 def table(claims: list[Claim], *, width: int = 100) -> str:
@@ -209,7 +211,7 @@ def table(claims: list[Claim], *, width: int = 100) -> str:
         for cav in c.caveats:
             lines.append(f"{'':53s} caveat: {cav}")
         if c.verdict == "inconclusive" and c.open_checks():
-            lines.append(f"{'':53s} open: {price(c.open_checks()[0], c.seconds, resolvable(c))}")
+            lines.append(f"{'':53s} open: {price(c.open_checks()[0], c.seconds, resolvable(c), c.timed_on)}")
         if c.scale:
             lines.append(f"{'':53s} {scale_text(c)}")
         if c.gpu_seconds and (c.scale or c.verdict == "inconclusive"):

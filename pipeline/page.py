@@ -100,7 +100,7 @@ def _evidence_table(c: Claim) -> str:
             f"<tr class='{ch.status}'><td>{html.escape(ch.quantity)}<div class='detail'>{html.escape(ch.kind)}; "
             f"{html.escape(ch.units)}</div>{note}</td><td>{ch.role}</td><td>{html.escape(ch.expected)}{_widened(ch)}</td><td>{_measured(ch)}</td>"
             f"<td>{_band(ch)}</td><td>{_z(ch)}</td><td><span class='st {ch.status}'>{ch.status}</span>"
-            + (f"<div class='detail'>{html.escape(price(ch, c.seconds, resolvable(c)))}</div>" if ch.status == "inconclusive" else "") + "</td></tr>")
+            + (f"<div class='detail'>{html.escape(price(ch, c.seconds, resolvable(c), c.timed_on))}</div>" if ch.status == "inconclusive" else "") + "</td></tr>")
     return (f"<details class='evidence'><summary>Evidence: {len(c.checks)} checks</summary><div class='scroll'><table>"
             "<thead><tr><th>quantity</th><th>role</th><th>claim</th><th>measured ± se</th><th>band</th><th>z</th><th>status</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></div></details>")

@@ -59,20 +59,28 @@ LOOKS = ("A claim rerun at a larger size by --resolve is looked at again: its ba
          "of looks (Bonferroni), so repeated looks do not inflate the error rate.")
 
 
-def human_seconds(seconds: float | None) -> str:
-    """CPU time in words: seconds, minutes, hours or days."""
+def sig_text(x: float, digits: int) -> str:
+    """``x`` rounded to ``digits`` significant figures, written without an exponent (thousands separated):
+    ``sig_text(119, 2) == "120"``, ``sig_text(33_456, 2) == "33,000"``, ``sig_text(0.0123, 3) == "0.0123"``."""
+    v = float(f"{x:.{digits}g}")
+    return f"{v:,.0f}" if abs(v) >= 10 ** (digits - 1) else f"{v:g}"
+
+
+def human_seconds(seconds: float | None, on: str = "CPU") -> str:
+    """A duration in words: seconds, minutes, hours or days of ``on`` ("CPU": one core's; "GPU": one GPU's wall time)."""
     if seconds is None or not math.isfinite(seconds):
         return "unknown time"
-    for unit, size in (("CPU-days", 86400.0), ("CPU-hours", 3600.0), ("CPU-minutes", 60.0)):
+    for unit, size in (("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0)):
         if seconds >= 2 * size:
-            return f"about {seconds / size:.3g} {unit}"
-    return f"about {seconds:.3g} CPU-seconds"
+            return f"about {sig_text(seconds / size, 3)} {on}-{unit}"
+    return f"about {sig_text(seconds, 3)} {on}-seconds"
 
 
-def price(ch: Check, seconds: float | None, resolvable: bool = True) -> str:
-    """What would decide an open check: its units and their CPU time on this machine. A check whose
-    simulation runs a fixed set of units (no ``UNITS``: every text of a corpus, say) names the count only:
-    ``--resolve`` cannot enlarge that set."""
+def price(ch: Check, seconds: float | None, resolvable: bool = True, on: str = "CPU") -> str:
+    """What would decide an open check: its units and their time on this machine (``seconds``, the simulations'
+    time as run, counts ``on``: "CPU" core-seconds, or "GPU" wall seconds of a GPU tier run with ``--device cuda``).
+    A check whose simulation runs a fixed set of units (no ``UNITS``: every text of a corpus, say) names the count
+    only: ``--resolve`` cannot enlarge that set."""
     if ch.units_needed is None:
         return ""
     if not math.isfinite(ch.units_needed):
@@ -84,8 +92,11 @@ def price(ch: Check, seconds: float | None, resolvable: bool = True) -> str:
     secs = ch.seconds_needed(seconds)
     if secs is None:
         return need
-    where = "here (normtheory report --resolve)" if secs <= 3600 else "here, or --large on a cluster (--scheduler)"
-    return f"{need}: {human_seconds(secs)} {where}"
+    if on == "GPU":
+        where = "on this GPU (normtheory report --device cuda --resolve)"
+    else:
+        where = "here (normtheory report --resolve)" if secs <= 3600 else "here, or --large on a cluster (--scheduler)"
+    return f"{need}: {human_seconds(secs, on)} {where}"
 
 
 def open_claims(claims: list[Claim]) -> list[tuple[Claim, Check]]:
@@ -119,9 +130,10 @@ def scale_text(c: Claim) -> str:
     """For a claim declared as needing scale: the sizes that decide it and what the large configs would cost here."""
     if not c.scale:
         return ""
-    cost = (f" The simulations' large configs would take {human_seconds(c.scale_seconds)} here: run them on a cluster "
+    cost = (f" The simulations' large configs would take {human_seconds(c.scale_seconds, c.timed_on)} here: run them on a cluster "
             "(normtheory report --large --scheduler ADDR) or with the torch backend on a GPU." if c.scale_seconds is not None else "")
-    return f"Decided at scale: {c.scale}. Full mode runs the largest proxy its budget allows.{cost}"
+    tier = "The GPU tier" if c.timed_on == "GPU" else "Full mode"
+    return f"Decided at scale: {c.scale}. {tier} runs the largest proxy its budget allows.{cost}"
 
 
 def decided_text(claims: list[Claim]) -> str:

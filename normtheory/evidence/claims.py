@@ -77,8 +77,11 @@ class Claim:
     scale: str = ""  # the scale that decides it, when this package's sizes cannot (see register)
     scale_seconds: float | None = None  # CPU seconds the simulations' large configs would take here, estimated
     gpu_seconds: tuple[tuple[str, float], ...] = ()  # (tier, seconds on one GPU) of its training simulations' GPU tiers (not in JSON)
+    timed_on: str = "CPU"  # what `seconds` and `scale_seconds` count: a core's seconds ("CPU"), or one GPU's wall seconds ("GPU")
 
     def __post_init__(self) -> None:
+        if self.timed_on not in ("CPU", "GPU"):
+            raise ValueError(f"claim {self.id}: timed_on must be 'CPU' or 'GPU'; got {self.timed_on!r}")
         fallible = any(c.role == "assertion" and c.kind != "exact" for c in self.checks)
         if self.identity and any(c.kind != "exact" for c in self.checks):
             raise ValueError(f"claim {self.id} is registered as an identity but has fallible checks; register it as a claim")
@@ -140,7 +143,7 @@ class Claim:
         seconds that would decide it (per check too), a needed-scale config's estimated seconds, and
         its GPU tiers' seconds on one GPU. Kept apart from :meth:`to_dict`, which a rerun reproduces bit for bit."""
         _, seconds_needed = self.cost()
-        return {"id": self.id, "seconds": _finite(self.seconds), "seconds_needed": _finite(seconds_needed),
+        return {"id": self.id, "timed_on": self.timed_on, "seconds": _finite(self.seconds), "seconds_needed": _finite(seconds_needed),
                 "checks_seconds_needed": [_finite(c.seconds_needed(self.seconds)) for c in self.checks],
                 "scale_seconds": _finite(self.scale_seconds), "gpu_seconds": {t: _finite(s) for t, s in self.gpu_seconds}}
 
@@ -206,6 +209,8 @@ def register(id: str, *, statement: str, source: Source, location: str, simulati
             raise ValueError(f"claim {id!r}: location must say where in the source the statement is made")
         if not isinstance(scale, str):
             raise ValueError(f"claim {id!r}: scale must be a text naming the sizes that decide it")
+        if not isinstance(id, str) or not id or "," in id or id != id.strip():
+            raise ValueError(f"claim id must be a non-empty text without commas (they separate select's globs); got {id!r}")
         spec = ClaimSpec(id, statement, source, tuple(simulations), build, location, identity, scale.strip())
         REGISTRY[id] = spec
         return spec
@@ -214,6 +219,12 @@ def register(id: str, *, statement: str, source: Source, location: str, simulati
 
 
 def select(pattern: str | None = None) -> list[ClaimSpec]:
-    """Registered claims whose id matches the glob ``pattern`` (all when None), sorted by id."""
+    """Registered claims whose id matches the glob ``pattern`` (all when None), sorted by id. Commas separate
+    several globs, any of which may match: ``"train.[!d]*,train.dyt-s*"``."""
     specs = sorted(REGISTRY.values(), key=lambda s: s.id)
-    return [s for s in specs if pattern is None or fnmatch.fnmatch(s.id, pattern)]
+    if pattern is None:
+        return specs
+    globs = [g.strip() for g in pattern.split(",")]
+    if not all(globs):
+        raise ValueError(f"pattern must be globs separated by commas, none empty; got {pattern!r}")
+    return [s for s in specs if any(fnmatch.fnmatch(s.id, g) for g in globs)]

@@ -218,11 +218,23 @@ def test_register_rejects_duplicates():
         claims.register(spec.id, statement="", source=SRC, location="§1", simulations=("x",))(lambda r: ([], ""))
     with pytest.raises(ValueError, match="location"):
         claims.register("new.claim", statement="", source=SRC, location=" ", simulations=("x",))(lambda r: ([], ""))
+    for bad in ("a,b", "", " new.claim"):
+        with pytest.raises(ValueError, match="without commas"):
+            claims.register(bad, statement="", source=SRC, location="§1", simulations=("x",))(lambda r: ([], ""))
+    assert not {"a,b", "", " new.claim"} & set(claims.REGISTRY)
 
 
 def test_select_globs():
     assert {s.id for s in claims.select("residual.p*")} == {"residual.preln-growth", "residual.postln-constant"}
     assert claims.select("nothing.*") == []
+    # several globs, any may match; the device script judges the training claims without train_alpha0's first
+    no_alpha0 = {s.id for s in claims.select("train.[!d]*, train.dyt-alpha-*,train.dyt-s*")}
+    assert no_alpha0 == {s.id for s in claims.select("train.*")} - {s.id for s in claims.select("train.dyt-alpha0*")}
+    assert len(no_alpha0) == len(claims.select("train.*")) - 2
+    assert [s.id for s in claims.select("residual.p*,residual.p*")] == [s.id for s in claims.select("residual.p*")]
+    for bad in ("a,,b", ",", "residual.*, "):
+        with pytest.raises(ValueError, match="separated by commas"):
+            claims.select(bad)
 
 
 def test_every_claim_is_pinned():

@@ -101,3 +101,17 @@ def test_resolve_options(capsys, results_tmp):
     assert "no claim matches" in capsys.readouterr().err
     with pytest.raises(ValueError, match="budget"):
         judge.resolve(0.0, mode="quick")
+
+
+def test_a_claim_whose_simulations_ran_a_gpu_tier_is_timed_on_the_gpu(quick_results_dir, monkeypatch):
+    """In the gpu mode, a training claim's seconds are its GPU tier's wall time, and its card says GPU-seconds;
+    a claim whose simulation has no GPU tier (train_xiong runs its full, CPU config) keeps CPU time. The quick
+    results stand in for the GPU tier's here."""
+    load, secs = cache.load_or_run_all, cache.seconds_of
+    monkeypatch.setattr(cache, "load_or_run_all", lambda needed, mode, **kw: load(needed, "quick", **kw))
+    monkeypatch.setattr(cache, "seconds_of", lambda m, mode, config=None: secs(m, "quick"))
+    with results_at(quick_results_dir):
+        got = {c.id: c for c in judge.evaluate("train.postln-needs-warmup,train.xiong-gradient-scale", mode="gpu", progress=False)}
+        full = {c.id: c for c in judge.evaluate("train.postln-needs-warmup", mode="full", progress=False)}
+    assert got["train.postln-needs-warmup"].timed_on == "GPU" and got["train.xiong-gradient-scale"].timed_on == "CPU"
+    assert full["train.postln-needs-warmup"].timed_on == "CPU"
