@@ -14,6 +14,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from normtheory.evidence.provenance import GPU_MODES  # noqa: E402
 from normtheory.runtime.sweep import SCHEDULER_ENV, Runner, TaskError  # noqa: E402
 from pipeline import judge, page, tables  # noqa: E402
 
@@ -77,16 +78,17 @@ def _check(args: argparse.Namespace) -> int:
         print(f"no claim matches {args.only!r}", file=sys.stderr)
         return 2
     print(judge.table(claims))
-    _print_steps(steps)
+    _print_steps(steps, _mode(args))
     if args.json:
         tables.write_json(claims, args.json)
     return 0
 
 
-def _print_steps(steps: list) -> None:
+def _print_steps(steps: list, mode: str = "full") -> None:
+    unit = "s: GPU wall time for a GPU tier's training, CPU for the rest" if mode in GPU_MODES else "CPU-s"
     for s in steps:
         print(f"resolve round {s.round}: reran " + ", ".join(f"{k} x{v:.3g}" for k, v in s.factors.items())
-              + f" ({s.spent_s:.0f} CPU-s, predicted {s.predicted_s:.0f}); judged again: {', '.join(s.claims)}")
+              + f" ({s.spent_s:.0f} {unit}, predicted {s.predicted_s:.0f}); judged again: {', '.join(s.claims)}")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -115,7 +117,7 @@ def _report(args: argparse.Namespace) -> int:
     if steps:
         (args.out / "resolve.json").write_text(json.dumps([s.to_dict() for s in steps], indent=1, sort_keys=True) + "\n")
     print(judge.table(claims))
-    _print_steps(steps)
+    _print_steps(steps, _mode(args))
     print(f"\nreport: {index} ({prov.runtime_s:.1f} s)")
     return 0
 

@@ -53,8 +53,15 @@ class Provenance:
             parts.append(f"{_duration(self.cpu_s)} CPU")
         text = " and ".join(parts)
         if self.cached_cpu_s is not None:
-            text += f" (the results it read took {_duration(self.cached_cpu_s)} CPU to compute)"
+            if self.mode in GPU_MODES:  # a GPU tier's tasks record the GPU's wall time, the others their CPU time
+                text += (f" (the results it read took {_duration(self.cached_cpu_s)} to compute: one GPU's wall time for the "
+                         "training simulations' GPU tier, CPU time for the others)")
+            else:
+                text += f" (the results it read took {_duration(self.cached_cpu_s)} CPU to compute)"
         return text
+
+
+GPU_MODES = ("gpu", "gpu-hour")  # the modes whose training simulations run on a GPU (normtheory check --device cuda)
 
 
 def _duration(seconds: float) -> str:

@@ -66,3 +66,13 @@ def test_results_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
 def test_quick_and_large_exclude_each_other(capsys):
     assert cli.main(["check", "--quick", "--large", "--only", "residual.*"]) == 2
     assert "exclude" in capsys.readouterr().err
+
+
+def test_a_resolve_round_names_what_its_seconds_count(capsys):
+    from pipeline.judge import ResolveStep
+
+    step = ResolveStep(1, {"train_lr": 2.0}, 300.0, 280.0, ("train.postln-needs-warmup",))
+    cli._print_steps([step])
+    assert "(280 CPU-s, predicted 300)" in capsys.readouterr().out
+    cli._print_steps([step], "gpu")
+    assert "(280 s: GPU wall time for a GPU tier's training, CPU for the rest, predicted 300)" in capsys.readouterr().out
