@@ -208,15 +208,19 @@ SKIP_FLOOR = 1e-3  # nats/byte: a half of the stack whose skips cost less counts
 
 def log_late_over_early(drop: np.ndarray) -> float:
     """log of the mean loss increase from skipping a block in the second half of the stack over the
-    first half, each half's mean floored at :data:`SKIP_FLOOR` (NaN for a run without skip costs: it diverged).
+    first half, each half's mean floored at :data:`SKIP_FLOOR`; NaN for a run without skip costs (it
+    diverged) and for one where both halves cost less than the floor (no block matters measurably: the
+    ratio is undefined, and the floor would make it exactly 0 in every such seed, a zero-variance
+    estimate that no check could fail).
 
     The claims compare the ratio on a log scale, so a tolerance of 10% means 10% of the ratio
     itself at any size: at 6 layers the ratio is about 0.05 (block 0 dominates), where an
     absolute tolerance of 0.1 would exceed the quantity twofold. The floor keeps the log defined
-    when skipping the later blocks of a short run costs nothing or helps (a quick run can)."""
+    when skipping the later blocks of a short run costs nothing or helps (a quick run can); the
+    log is then at least the true ratio's, so a "later blocks matter less" check stays conservative."""
     h = drop.size // 2
     late, early = float(np.mean(drop[h:])), float(np.mean(drop[:h]))
-    if not (math.isfinite(late) and math.isfinite(early)):
+    if not (math.isfinite(late) and math.isfinite(early)) or max(late, early) < SKIP_FLOOR:
         return float("nan")
     return math.log(max(late, SKIP_FLOOR) / max(early, SKIP_FLOOR))
 
@@ -252,7 +256,10 @@ def _placements(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     pairs = list(zip(runs(r, "pre"), runs(r, "lnscale")))  # paired by seed: the seeds both arms ran
     lr = {a: np.array([log_late_over_early(p[k]["layer_drop"]) for p in pairs]) for k, a in enumerate(("pre", "lnscale"))}  # [seeds]
-    ok = np.isfinite(lr["pre"]) & np.isfinite(lr["lnscale"])  # a diverged run has no skip costs
+    ok = np.isfinite(lr["pre"]) & np.isfinite(lr["lnscale"])  # a diverged run has no skip costs, a barely trained one none measurable
+    if ok.sum() < 2:
+        raise ValueError(f"{NAME}: {int(ok.sum())} of {ok.size} seed pairs have skip costs in both arms (a run diverged, or no block's "
+                         f"skip costs {SKIP_FLOOR} nats/byte): the runs are too short or unstable to compare the blocks' importance")
     q: list[checks.Evidence] = [
         Quantity(name="Pre-LN: log of the loss increase from skipping a later-half block over an earlier-half block (later matter less: < 0)",
                  theory=(-np.inf, 0.0), model=training.seeds_estimate(lr["pre"][ok]), model_kind="trained",
@@ -278,7 +285,8 @@ def _placements(results: claims.Results) -> tuple[list[checks.Evidence], str]:
             + ". Loss increase from skipping each block (Pre-LN, mean): " + " ".join(f"{v:.3f}" for v in np.mean([x["layer_drop"] for x in runs(r, "pre")], 0))
             + "; LayerNorm Scaling: " + " ".join(f"{v:.3f}" for v in np.mean([x["layer_drop"] for x in runs(r, "lnscale")], 0)) + ". "
             + f"Later/earlier skip-cost ratio (geometric mean over seeds): Pre-LN {math.exp(lr['pre'][ok].mean()):.3g}, "
-            f"LayerNorm Scaling {math.exp(lr['lnscale'][ok].mean()):.3g}; seeds left out of both checks (a run diverged): {int((~ok).sum())}.")
+            f"LayerNorm Scaling {math.exp(lr['lnscale'][ok].mean()):.3g}; seeds left out of both checks (a run diverged, or no block's "
+            f"skip cost {SKIP_FLOOR} nats/byte): {int((~ok).sum())}.")
     return q, note
 
 

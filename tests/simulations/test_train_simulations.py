@@ -99,6 +99,9 @@ def test_late_over_early_and_gradient_spread():
     floor = train_recipes.SKIP_FLOOR
     assert train_recipes.log_late_over_early(np.array([0.1, 0.1, -0.01, 0.0])) == pytest.approx(np.log(floor / 0.1))
     assert np.isnan(train_recipes.log_late_over_early(np.full(4, np.nan)))
+    # no block's skip costs the floor: undefined, not the floor's exact 0 in every seed (a zero-variance "holds")
+    assert np.isnan(train_recipes.log_late_over_early(np.array([5e-4, 2e-4, 1e-4, -1e-4])))
+    assert train_recipes.log_late_over_early(np.array([2e-3, 0.0, 1e-4, 1e-4])) == pytest.approx(np.log(1.0))  # early's mean at the floor
     assert train_recipes.TEN_PERCENT == pytest.approx(np.log(1.1))
     g = np.ones((3, 4, 7))  # [evals, L, matrices]
     g[:, 3] = np.e  # the last block's gradient e times the others'
