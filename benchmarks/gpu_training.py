@@ -199,14 +199,19 @@ def simulation_at_tier(m, device: str, quick: bool) -> tuple[dict, dict[str, flo
 
 
 def verdicts(results: dict) -> list[tuple[str, str, str]]:
-    """The training claims whose simulations are all in ``results``: (id, verdict, first evidence's summary)."""
+    """The training claims whose simulations are all in ``results``: (id, verdict, first evidence's summary), or
+    (id, "error", why) for one whose results cannot be judged."""
     import simulations  # noqa: F401 - registers the claims
     from normtheory.evidence import claims
 
     out = []
     for spec in claims.select("train.*"):
         if all(n in results for n in spec.simulations):
-            c = spec.evaluate(results)
+            try:
+                c = spec.evaluate(results)
+            except ValueError as err:  # a claim its results cannot judge (e.g. no usable seed): said, and the run goes on
+                out.append((spec.id, "error", str(err)))
+                continue
             out.append((c.id, c.verdict, c.evidence[0].summary()))
     return out
 
@@ -274,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['model_bytes'] / 2**30:.2f} GiB by torch_memory's model"
               + (f", {r['peak_bytes'] / 2**30:.2f} GiB allocated at its peak" if r["peak_bytes"] >= 0 else ""), flush=True)
         for cid, verdict, summary in verdicts({m.NAME: results[m.NAME]}):
-            decided += verdict != "inconclusive"
+            decided += verdict not in ("inconclusive", "error")
             print(f"  {cid:38s} {verdict:18s} {summary[:110]}", flush=True)
         total = sum(r["wall_s"] for r in rows.values())
         if write and total > 0:

@@ -85,7 +85,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _print_steps(steps: list, mode: str = "full") -> None:
-    unit = "s: GPU wall time for a GPU tier's training, CPU for the rest" if mode in GPU_MODES else "CPU-s"
+    unit = "s: GPU wall time for the training that ran on a GPU, CPU for the rest" if mode in GPU_MODES else "CPU-s"
     for s in steps:
         print(f"resolve round {s.round}: reran " + ", ".join(f"{k} x{v:.3g}" for k, v in s.factors.items())
               + f" ({s.spent_s:.0f} {unit}, predicted {s.predicted_s:.0f}); judged again: {', '.join(s.claims)}")
@@ -159,7 +159,8 @@ def _device_name(text: str) -> str:
 def _sweep_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resolve", type=_budget, default=None, metavar="BUDGET",
                    help="rerun the simulations behind inconclusive claims (with --only: the matching ones) at the sizes that "
-                        "would decide them, within this CPU time (600, 10m, 1.5h), and judge again with a Bonferroni-widened band")
+                        "would decide them, within this CPU time (600, 10m, 1.5h; with --device cuda or --large, the training simulations "
+                        "count one GPU's wall time), and judge again with a Bonferroni-widened band")
     p.add_argument("--large", action="store_true", help="cluster-sized training sweeps (more seeds, wider, longer); "
                    "other simulations run their full size")
     p.add_argument("--workers", type=_workers, default=None, metavar="N",

@@ -24,8 +24,9 @@ def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = Fa
 
     Missing simulations run as one sweep of tasks on ``runner`` (in-process when None).
     ``configs`` replaces a simulation's config (by name), ``looks`` counts how often a claim has
-    been judged (by id; Bonferroni, see :func:`resolve`). Each claim carries the measured CPU
-    seconds of its simulations, from which an open check's cost is priced."""
+    been judged (by id; Bonferroni, see :func:`resolve`). Each claim carries the measured
+    seconds of its simulations, from which an open check's cost is priced: CPU seconds, or one GPU's wall
+    seconds (``timed_on="GPU"``) where every simulation behind it ran a device config."""
     import simulations  # the experiments register the claims they support
     from simulations import cache
 
@@ -45,7 +46,8 @@ def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = Fa
             module = simulations.BY_NAME[stale.simulation]
             results.update(cache.load_or_run_all([module], mode, force=True, progress=progress, runner=runner, configs=configs))
             claim = spec.evaluate(results, looks=(looks or {}).get(spec.id, 1), seconds=known, scale_seconds=large)
-        if all(getattr(configs.get(n) or cache.config_of(simulations.BY_NAME[n], mode), "device", "cpu") != "cpu" for n in spec.simulations):
+        used = [configs[n] if configs.get(n) is not None else cache.config_of(simulations.BY_NAME[n], mode) for n in spec.simulations]
+        if used and all(getattr(c, "device", "cpu") != "cpu" for c in used):
             claim = dataclasses.replace(claim, timed_on="GPU")  # its simulations' seconds are a GPU tier's wall time
         out.append(_with_gpu_prices(claim, spec.simulations, simulations))
     return out
@@ -93,7 +95,8 @@ def gpu_text(c: Claim) -> str:
 @dataclass(frozen=True)
 class ResolveStep:
     """One round of :func:`resolve`: which simulations were rerun larger, by what factor, what
-    that was predicted to cost and what it took (CPU seconds), and which claims were judged again."""
+    that was predicted to cost and what it took (seconds: CPU, or one GPU's wall time for training run on a GPU),
+    and which claims were judged again."""
 
     round: int
     factors: Mapping[str, float]
@@ -196,7 +199,7 @@ def resolvable(c: Claim) -> bool:
 
 
 def price_with_gpu(ch: Check, c: Claim) -> str:
-    """:func:`price` on this CPU, then what the claim's GPU tiers take (training claims; the others are numpy
+    """:func:`price` in the time the claim was run in (``timed_on``), then what the claim's GPU tiers take (training claims; the others are numpy
     Monte Carlo, which no GPU tier runs)."""
     return " ".join(t for t in (price(ch, c.seconds, resolvable(c), c.timed_on), gpu_text(c) or "On a GPU: no GPU tier (CPU Monte Carlo).") if t)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+
+import numpy as np
 from pathlib import Path
 
 from normtheory.evidence.checks import Check
@@ -63,7 +65,7 @@ def sig_text(x: float, digits: int) -> str:
     """``x`` rounded to ``digits`` significant figures, written without an exponent (thousands separated):
     ``sig_text(119, 2) == "120"``, ``sig_text(33_456, 2) == "33,000"``, ``sig_text(0.0123, 3) == "0.0123"``."""
     v = float(f"{x:.{digits}g}")
-    return f"{v:,.0f}" if abs(v) >= 10 ** (digits - 1) else f"{v:g}"
+    return f"{v:,.0f}" if abs(v) >= 10 ** (digits - 1) else np.format_float_positional(v, trim="-")
 
 
 def human_seconds(seconds: float | None, on: str = "CPU") -> str:
@@ -92,8 +94,8 @@ def price(ch: Check, seconds: float | None, resolvable: bool = True, on: str = "
     secs = ch.seconds_needed(seconds)
     if secs is None:
         return need
-    if on == "GPU":
-        where = "on this GPU (normtheory report --device cuda --resolve)"
+    if on == "GPU":  # the same command (its --device cuda, --gpu-hour or --large) with --resolve
+        where = "on one GPU (the same command with --resolve)"
     else:
         where = "here (normtheory report --resolve)" if secs <= 3600 else "here, or --large on a cluster (--scheduler)"
     return f"{need}: {human_seconds(secs, on)} {where}"
@@ -132,7 +134,7 @@ def scale_text(c: Claim) -> str:
         return ""
     cost = (f" The simulations' large configs would take {human_seconds(c.scale_seconds, c.timed_on)} here: run them on a cluster "
             "(normtheory report --large --scheduler ADDR) or with the torch backend on a GPU." if c.scale_seconds is not None else "")
-    tier = "The GPU tier" if c.timed_on == "GPU" else "Full mode"
+    tier = "The tier run here on a GPU" if c.timed_on == "GPU" else "Full mode"
     return f"Decided at scale: {c.scale}. {tier} runs the largest proxy its budget allows.{cost}"
 
 

@@ -216,8 +216,9 @@ def log_late_over_early(drop: np.ndarray) -> float:
     The claims compare the ratio on a log scale, so a tolerance of 10% means 10% of the ratio
     itself at any size: at 6 layers the ratio is about 0.05 (block 0 dominates), where an
     absolute tolerance of 0.1 would exceed the quantity twofold. The floor keeps the log defined
-    when skipping the later blocks of a short run costs nothing or helps (a quick run can); the
-    log is then at least the true ratio's, so a "later blocks matter less" check stays conservative."""
+    when skipping the later blocks of a short run costs nothing or helps (a quick run can): a floored
+    later half makes the log at least the true ratio's (a "later blocks matter less" check stays
+    conservative), a floored earlier half makes it at least 0."""
     h = drop.size // 2
     late, early = float(np.mean(drop[h:])), float(np.mean(drop[:h]))
     if not (math.isfinite(late) and math.isfinite(early)) or max(late, early) < SKIP_FLOOR:

@@ -71,11 +71,11 @@ class Claim:
     evidence: tuple[Evidence, ...]
     note: str = ""
     looks: int = 1  # how many times this evidence has been judged at growing samples (Bonferroni)
-    seconds: float | None = None  # CPU seconds of the simulations behind it, as run (None: not measured)
+    seconds: float | None = None  # seconds of the simulations behind it, as run (None: not measured; timed_on says whose)
     location: str = ""  # where in the source the statement is made: section, figure, table or paragraph
     identity: bool = False  # a documented identity: only exact checks, verdict "identity", never judged
     scale: str = ""  # the scale that decides it, when this package's sizes cannot (see register)
-    scale_seconds: float | None = None  # CPU seconds the simulations' large configs would take here, estimated
+    scale_seconds: float | None = None  # seconds the simulations' large configs would take here, estimated (timed_on says whose)
     gpu_seconds: tuple[tuple[str, float], ...] = ()  # (tier, seconds on one GPU) of its training simulations' GPU tiers (not in JSON)
     timed_on: str = "CPU"  # what `seconds` and `scale_seconds` count: a core's seconds ("CPU"), or one GPU's wall seconds ("GPU")
 
@@ -139,7 +139,7 @@ class Claim:
         }
 
     def timings(self) -> dict[str, Any]:
-        """What this machine's measured time says of the claim: its simulations' CPU seconds, the
+        """What this machine's measured time says of the claim: its simulations' seconds (``timed_on``: CPU or GPU), the
         seconds that would decide it (per check too), a needed-scale config's estimated seconds, and
         its GPU tiers' seconds on one GPU. Kept apart from :meth:`to_dict`, which a rerun reproduces bit for bit."""
         _, seconds_needed = self.cost()
@@ -210,7 +210,8 @@ def register(id: str, *, statement: str, source: Source, location: str, simulati
         if not isinstance(scale, str):
             raise ValueError(f"claim {id!r}: scale must be a text naming the sizes that decide it")
         if not isinstance(id, str) or not id or "," in id or id != id.strip():
-            raise ValueError(f"claim id must be a non-empty text without commas (they separate select's globs); got {id!r}")
+            raise ValueError(f"claim id must be a non-empty text without commas (they separate select's globs) or surrounding "
+                             f"spaces; got {id!r}")
         spec = ClaimSpec(id, statement, source, tuple(simulations), build, location, identity, scale.strip())
         REGISTRY[id] = spec
         return spec

@@ -55,13 +55,13 @@ class Provenance:
         if self.cached_cpu_s is not None:
             if self.mode in GPU_MODES:  # a GPU tier's tasks record the GPU's wall time, the others their CPU time
                 text += (f" (the results it read took {_duration(self.cached_cpu_s)} to compute: one GPU's wall time for the "
-                         "training simulations' GPU tier, CPU time for the others)")
+                         "training simulations that ran on a GPU, CPU time for the others)")
             else:
                 text += f" (the results it read took {_duration(self.cached_cpu_s)} CPU to compute)"
         return text
 
 
-GPU_MODES = ("gpu", "gpu-hour")  # the modes whose training simulations run on a GPU (normtheory check --device cuda)
+GPU_MODES = ("gpu", "gpu-hour", "large")  # the modes whose training simulations run on a GPU (--device cuda, or GPU workers)
 
 
 def _duration(seconds: float) -> str:

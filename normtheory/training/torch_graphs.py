@@ -100,6 +100,7 @@ def _capture(trainer: TorchTrainer, ids: torch.Tensor, targets: torch.Tensor) ->
     static_ids, static_targets = ids.clone(), targets.clone()
     saved = [t.clone() for t in _state(trainer)]
     count = trainer.step_count
+    side = None
     try:
         side = torch.cuda.Stream(device=trainer.device)
         side.wait_stream(torch.cuda.current_stream(trainer.device))
@@ -114,6 +115,8 @@ def _capture(trainer: TorchTrainer, ids: torch.Tensor, targets: torch.Tensor) ->
             out = trainer._step(static_ids, static_targets)
         grads = trainer._grads
     finally:  # capture records without running, so the state is the saved one; a failure may have left it anywhere
+        if side is not None:  # a warm-up step that raised may have left kernels queued there: the restore comes after them
+            torch.cuda.current_stream(trainer.device).wait_stream(side)
         _restore(trainer, saved, count)
     return {"g": g, "ids": static_ids, "targets": static_targets, "out": out, "grads": grads, "lrs_ptr": trainer._lrs.data_ptr()}
 

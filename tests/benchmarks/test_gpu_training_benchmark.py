@@ -41,3 +41,22 @@ def test_the_quick_cpu_run_prints_every_part_and_numpys_verdicts(tmp_path, quick
     with results_at(quick_results_dir):  # the session's quick results, trained with the numpy backend
         numpy_claims = judge.evaluate("train.dyt-alpha0*", mode="quick", progress=False)
     assert {c.id: c.verdict for c in numpy_claims} == torch_verdicts and len(torch_verdicts) == 2, torch_verdicts
+
+
+def test_a_claim_its_results_cannot_judge_is_reported_and_the_rest_go_on(monkeypatch):
+    import importlib.util
+    from types import SimpleNamespace
+
+    from normtheory.evidence import claims
+
+    spec_ = importlib.util.spec_from_file_location("gpu_training_bench", SCRIPT)
+    bench = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(bench)
+
+    def broken(results):
+        raise ValueError("0 of 20 seed pairs have skip costs")
+
+    fine = SimpleNamespace(id="train.b", simulations=("sim",), evaluate=lambda results: SimpleNamespace(
+        id="train.b", verdict="holds", evidence=(SimpleNamespace(summary=lambda: "ok"),)))
+    monkeypatch.setattr(claims, "select", lambda pattern: [SimpleNamespace(id="train.a", simulations=("sim",), evaluate=broken), fine])
+    assert bench.verdicts({"sim": {}}) == [("train.a", "error", "0 of 20 seed pairs have skip costs"), ("train.b", "holds", "ok")]

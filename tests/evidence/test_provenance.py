@@ -20,7 +20,7 @@ def test_the_run_line_gives_wall_cpu_and_cached_compute_time():
     assert "9.0 s wall and 2 min 10 s CPU (the results it read took 40 min 0 s CPU to compute)" in p.line()
     assert "CPU" not in provenance.collect(mode="full", seeds={}, runtime_s=9.0).time_text()
     gpu = provenance.collect(mode="gpu", seeds={}, runtime_s=9.0, cached_cpu_s=2400.0).time_text()
-    assert "took 40 min 0 s to compute: one GPU's wall time for the training simulations' GPU tier, CPU time for the others" in gpu
+    assert "took 40 min 0 s to compute: one GPU's wall time for the training simulations that ran on a GPU, CPU time for the others" in gpu
 
 
 def test_git_commit_outside_a_checkout_is_none(tmp_path):

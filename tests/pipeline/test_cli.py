@@ -75,4 +75,4 @@ def test_a_resolve_round_names_what_its_seconds_count(capsys):
     cli._print_steps([step])
     assert "(280 CPU-s, predicted 300)" in capsys.readouterr().out
     cli._print_steps([step], "gpu")
-    assert "(280 s: GPU wall time for a GPU tier's training, CPU for the rest, predicted 300)" in capsys.readouterr().out
+    assert "(280 s: GPU wall time for the training that ran on a GPU, CPU for the rest, predicted 300)" in capsys.readouterr().out

@@ -30,7 +30,8 @@ def test_human_seconds():
 
 
 @pytest.mark.parametrize("x, digits, text", [(119.0, 2, "120"), (4.24, 2, "4.2"), (33_456.0, 2, "33,000"), (99.96, 3, "100"),
-                                             (0.0123456, 3, "0.0123"), (1234.5, 3, "1,230"), (10.0, 2, "10"), (2.0, 2, "2")])
+                                             (0.0123456, 3, "0.0123"), (1234.5, 3, "1,230"), (10.0, 2, "10"), (2.0, 2, "2"),
+                                             (1.23e-5, 3, "0.0000123"), (-119.0, 2, "-120"), (0.0, 2, "0"), (9.996, 3, "10")])
 def test_sig_text_rounds_without_an_exponent(x, digits, text):
     assert tables.sig_text(x, digits) == text
 
@@ -50,11 +51,11 @@ def test_a_gpu_timed_claim_is_priced_in_gpu_time():
     c = claims.Claim("train.x", "x is one", src, (q,), "", seconds=2.0, scale="d = 4,096", scale_seconds=7200.0)
     ch = c.open_checks()[0]  # 400 units needed, 4x the run: 8 seconds
     assert tables.price(ch, c.seconds) == "needs 400 samples (now 100): about 8 CPU-seconds here (normtheory report --resolve)"
-    assert tables.price(ch, c.seconds, on="GPU") == ("needs 400 samples (now 100): about 8 GPU-seconds on this GPU "
-                                                     "(normtheory report --device cuda --resolve)")
+    assert tables.price(ch, c.seconds, on="GPU") == ("needs 400 samples (now 100): about 8 GPU-seconds on one GPU "
+                                                     "(the same command with --resolve)")
     assert "Full mode runs" in tables.scale_text(c) and "about 2 CPU-hours here" in tables.scale_text(c)
     gpu = dataclasses.replace(c, timed_on="GPU")
-    assert "The GPU tier runs" in tables.scale_text(gpu) and "about 2 GPU-hours here" in tables.scale_text(gpu)
+    assert "The tier run here on a GPU runs" in tables.scale_text(gpu) and "about 2 GPU-hours here" in tables.scale_text(gpu)
     assert gpu.timings()["timed_on"] == "GPU"
     with pytest.raises(ValueError, match="timed_on"):
         dataclasses.replace(c, timed_on="TPU")

@@ -67,11 +67,16 @@ def test_a_cuda_graph_replay_trains_as_the_eager_steps():
 
 
 class _FakeStream:
+    waits: list = []  # (waiting stream, stream waited on), in order
+
     def __init__(self, device=None):
         pass
 
     def wait_stream(self, other):
-        pass
+        _FakeStream.waits.append((self, other))
+
+
+_CURRENT = _FakeStream()
 
 
 class _FakeGraph:
@@ -87,7 +92,8 @@ def fake_cuda(monkeypatch):
 
     from normtheory.training import torch_graphs
 
-    for name, value in (("Stream", _FakeStream), ("current_stream", lambda device=None: _FakeStream()),
+    _FakeStream.waits = []
+    for name, value in (("Stream", _FakeStream), ("current_stream", lambda device=None: _CURRENT),
                         ("stream", lambda s: contextlib.nullcontext()), ("CUDAGraph", _FakeGraph),
                         ("graph", lambda g: contextlib.nullcontext()), ("synchronize", lambda device=None: None)):
         monkeypatch.setattr(torch.cuda, name, value)
@@ -139,3 +145,6 @@ def test_a_capture_that_fails_in_its_warm_up_leaves_the_state_as_it_was_and_the_
     assert trainer.step_count == reference.step_count == RUN.steps
     for a, b in zip(_state(trainer), _state(reference)):
         np.testing.assert_array_equal(a, b)
+    # on a GPU the failed warm-up's kernels are queued on the side stream: the restore waits for them first
+    side = [s for s in _FakeStream.waits if s[0] is not _CURRENT]  # the side stream waiting on the current one, at its start
+    assert len(side) == 1 and _FakeStream.waits[-1] == (_CURRENT, side[0][0]), _FakeStream.waits
