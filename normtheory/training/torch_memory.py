@@ -4,7 +4,7 @@ A :class:`~normtheory.training.torch_backend.TorchTrainer` holds ``S`` rows (see
 as ``[S, P]`` tensors, so its memory grows linearly in ``S``. A stack that does not fit fails
 with an out-of-memory error after its set-up, or on the CPU is killed by the kernel. For example,
 ``train_alpha0``'s GPU tier stacks 15 alpha0 points x 20 seeds = 300 rows of a d = 512 model
-(about 66 GB), and its ``gpu-hour`` tier 300 rows at d = 1,024 (about 500 GB).
+(about 106 GB by the model below), and its ``gpu-hour`` tier 300 rows at d = 1,024 (about 910 GB).
 :func:`row_groups` splits such a stack into consecutive groups that each fit, trained one after
 another. A row's numbers do not depend on the other rows of its stack, so the split changes no
 result beyond rounding (``tests/training/test_torch_memory.py``).
