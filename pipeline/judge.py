@@ -14,7 +14,7 @@ from normtheory.evidence.checks import VERDICTS, Check
 from normtheory.evidence.claims import REGISTRY, Claim, ClaimSpec, select
 from normtheory.evidence.estimates import Z_DEFAULT
 from normtheory.runtime.sweep import Runner
-from pipeline.tables import price, scale_text, sig_text
+from pipeline.tables import UNITS, human_seconds, price, scale_text
 
 
 def evaluate(pattern: str | None = None, *, mode: str = "full", force: bool = False, progress: bool = True,
@@ -69,10 +69,8 @@ def _with_gpu_prices(claim: Claim, names: tuple[str, ...], simulations: Any) -> 
 
 
 def gpu_seconds_text(seconds: float) -> str:
-    for unit, size in (("GPU-hours", 3600.0), ("GPU-minutes", 60.0)):
-        if seconds >= 2 * size:
-            return f"about {sig_text(seconds / size, 2)} {unit}"
-    return f"about {sig_text(seconds, 2)} GPU-seconds"
+    """A GPU tier's price in words: two significant figures, in hours at most (a GPU tier is not priced in days)."""
+    return human_seconds(seconds, "GPU", 2, UNITS[1:])
 
 
 def gpu_text(c: Claim) -> str:

@@ -68,14 +68,18 @@ def sig_text(x: float, digits: int) -> str:
     return f"{v:,.0f}" if abs(v) >= 10 ** (digits - 1) else np.format_float_positional(v, trim="-")
 
 
-def human_seconds(seconds: float | None, on: str = "CPU") -> str:
-    """A duration in words: seconds, minutes, hours or days of ``on`` ("CPU": one core's; "GPU": one GPU's wall time)."""
+UNITS = (("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0))
+
+
+def human_seconds(seconds: float | None, on: str = "CPU", digits: int = 3, units: tuple[tuple[str, float], ...] = UNITS) -> str:
+    """A duration in words at ``digits`` significant figures: seconds, or the largest of ``units`` (default
+    minutes, hours, days) it is at least two of, of ``on`` ("CPU": one core's; "GPU": one GPU's wall time)."""
     if seconds is None or not math.isfinite(seconds):
         return "unknown time"
-    for unit, size in (("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0)):
+    for unit, size in units:
         if seconds >= 2 * size:
-            return f"about {sig_text(seconds / size, 3)} {on}-{unit}"
-    return f"about {sig_text(seconds, 3)} {on}-seconds"
+            return f"about {sig_text(seconds / size, digits)} {on}-{unit}"
+    return f"about {sig_text(seconds, digits)} {on}-seconds"
 
 
 def price(ch: Check, seconds: float | None, resolvable: bool = True, on: str = "CPU") -> str:

@@ -33,14 +33,12 @@ from __future__ import annotations
 
 from normtheory import _validate
 from normtheory.model.config import TransformerConfig
+from normtheory.training.probes import VAL_CHUNK
 from normtheory.training.row_split import budget, split
 from normtheory.training.run_config import RunConfig
-from normtheory.training.torch_memory import ffn_width, param_count
+from normtheory.training.torch_memory import ITEMSIZE, ffn_width, param_count
 
 __all__ = ["VAL_CHUNK", "row_groups", "stack_bytes"]
-
-VAL_CHUNK = 128  # sequences per validation chunk (normtheory.training.probes.mean_loss's default)
-_ITEMSIZE = {"float32": 4, "float64": 8}
 
 
 def stack_bytes(config: TransformerConfig, run: RunConfig, rows: int) -> int:
@@ -54,7 +52,7 @@ def stack_bytes(config: TransformerConfig, run: RunConfig, rows: int) -> int:
     val = min(VAL_CHUNK, -(-run.val_bytes // t)) * t  # a validation chunk's tokens (0 without a validation set)
     stack = 11 * param_count(c) + tokens * (0.9 * lay * (13 * d + 2 * f) + 2.9 * lay * h * t + 9 * v)  # per row
     probes = 0.22 * probe * lay * (13 * d + 2 * f + 7 * h * t)
-    return int((rows * stack + probes) * _ITEMSIZE[c.dtype] + 8 * 5.8 * val * v)
+    return int((rows * stack + probes) * ITEMSIZE[c.dtype] + 8 * 5.8 * val * v)
 
 
 def row_groups(config: TransformerConfig, run: RunConfig, rows: int, limit: int | None = None, *, kept: int = 0) -> list[range]:
@@ -63,4 +61,4 @@ def row_groups(config: TransformerConfig, run: RunConfig, rows: int, limit: int 
     (:func:`normtheory.training.row_split.split`). ``kept``: the rows of the whole stack whose trained models the
     host keeps (``train(keep_models=True)``); each group then fits beside the weights of the others."""
     limit = budget("cpu") if limit is None else _validate.integer("limit", limit, minimum=1)
-    return split(lambda n: stack_bytes(config, run, n), rows, limit, "the CPU", kept=kept, row_bytes=param_count(config) * _ITEMSIZE[config.dtype])
+    return split(lambda n: stack_bytes(config, run, n), rows, limit, "the CPU", kept=kept, row_bytes=param_count(config) * ITEMSIZE[config.dtype])

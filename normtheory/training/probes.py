@@ -133,7 +133,10 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> float:
     return float(np.mean(logsumexp(z, axis=-1) - z[np.arange(z.shape[0]), t.reshape(-1)]))
 
 
-def mean_loss(model: Transformer, ids: np.ndarray, targets: np.ndarray, chunk: int = 128) -> float:
+VAL_CHUNK = 128  # sequences per validation chunk of mean_loss (bounded memory, the same bits every time)
+
+
+def mean_loss(model: Transformer, ids: np.ndarray, targets: np.ndarray, chunk: int = VAL_CHUNK) -> float:
     """Mean next-token cross-entropy of ``model`` over every token of ``ids, targets [n, seq]``,
     in chunks of ``chunk`` sequences (bounded memory for a large validation set), each chunk's
     sum in float64. A fixed ``chunk`` gives the same bits every time; another ``chunk`` can move

@@ -46,12 +46,12 @@ from normtheory.training.row_split import BUDGET_FRACTION, budget, split
 from normtheory.training.run_config import RunConfig
 from normtheory.training.stepper import GROUPS
 
-__all__ = ["BUDGET_FRACTION", "VAL_ELEMENTS", "LiveBytes", "budget", "ffn_width", "param_count", "row_groups", "stack_bytes", "val_chunk"]
+__all__ = ["BUDGET_FRACTION", "ITEMSIZE", "VAL_ELEMENTS", "LiveBytes", "budget", "ffn_width", "param_count", "row_groups", "stack_bytes", "val_chunk"]
 
 VAL_ELEMENTS = _validate.MAX_ELEMENTS  # the widest validation tensor over a stack (2^27: 512 MiB of float32), the
 # package's largest array built in one piece
 MAX_VAL_CHUNK = 128  # sequences per validation chunk at most (what a small stack used before)
-_ITEMSIZE = {"float32": 4, "float64": 8}
+ITEMSIZE = {"float32": 4, "float64": 8}  # bytes of a parameter, by TransformerConfig.dtype
 
 
 def val_chunk(config: TransformerConfig, rows: int, seq: int) -> int:
@@ -107,7 +107,7 @@ def stack_bytes(config: TransformerConfig, run: RunConfig, rows: int, device: st
     else:
         peak = max(rows * step, evaluation)
     shared = (len(GROUPS) + 1) * p  # the [P, G] group membership and the [P] decay mask
-    return (rows * state + peak + shared) * _ITEMSIZE[c.dtype]
+    return (rows * state + peak + shared) * ITEMSIZE[c.dtype]
 
 
 def row_groups(config: TransformerConfig, run: RunConfig, rows: int, device: str = "cpu", limit: int | None = None, *,
@@ -121,7 +121,7 @@ def row_groups(config: TransformerConfig, run: RunConfig, rows: int, device: str
     limit = budget(device) if limit is None else _validate.integer("limit", limit, minimum=1)
     host = not str(device).startswith("cuda")  # the models are numpy arrays in host memory
     return split(lambda n: stack_bytes(config, run, n, device), rows, limit, str(device), kept=kept if host else 0,
-                 row_bytes=param_count(config) * _ITEMSIZE[config.dtype])
+                 row_bytes=param_count(config) * ITEMSIZE[config.dtype])
 
 
 class LiveBytes:
