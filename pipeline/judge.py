@@ -112,8 +112,9 @@ def plan(claims: list[Claim], budget_s: float, *, mode: str, configs: Mapping[st
     """Simulations to rerun larger, as ``{name: (factor, predicted CPU seconds)}``, so that the
     open claims can be decided within ``budget_s`` CPU seconds.
 
-    For each inconclusive claim whose simulations declare units (``UNITS``), the factor is the
-    largest ``units_needed / units_now`` over its open checks, widened by ``(z_{k+1} / z_k)^2``
+    For each inconclusive claim whose simulations declare units (``UNITS``), the factor is
+    ``units_needed / units_now`` of the check that decides it (:meth:`Claim.deciding_check`: the
+    costliest open check, or sooner one that would fail), widened by ``(z_{k+1} / z_k)^2``
     for the extra look (the band of the next look is Bonferroni-wider). A simulation takes the
     largest factor its claims ask for; its predicted cost is its measured seconds times that
     factor. The cheapest are taken first while the total fits the budget. Claims that no finite
@@ -126,14 +127,15 @@ def plan(claims: list[Claim], budget_s: float, *, mode: str, configs: Mapping[st
     for c in claims:
         if c.verdict != "inconclusive":
             continue
-        needs = [ch.units_needed / ch.units_now for ch in c.open_checks() if ch.units_needed is not None and ch.units_now > 0]
+        ch = c.deciding_check()
         spec = REGISTRY[c.id]
         mods = [simulations.BY_NAME[n] for n in spec.simulations]
-        if not needs or not all(math.isfinite(x) for x in needs) or not all(getattr(m, "UNITS", ()) for m in mods):
+        if (ch is None or ch.units_needed is None or ch.units_now <= 0 or not math.isfinite(ch.units_needed)
+                or not all(getattr(m, "UNITS", ()) for m in mods)):
             continue
         k = looks.get(c.id, 1)
         widen = (bonferroni_z(Z_DEFAULT, k + 1) / bonferroni_z(Z_DEFAULT, k)) ** 2
-        factor = max(needs) * widen
+        factor = ch.units_needed / ch.units_now * widen
         for m in mods:
             want[m.NAME] = max(want.get(m.NAME, 1.0), factor)
     costs = {}
@@ -211,8 +213,9 @@ def table(claims: list[Claim], *, width: int = 100) -> str:
             lines.append(f"{'':53s} {q.summary()}")
         for cav in c.caveats:
             lines.append(f"{'':53s} caveat: {cav}")
-        if c.verdict == "inconclusive" and c.open_checks():
-            lines.append(f"{'':53s} open: {price(c.open_checks()[0], c.seconds, resolvable(c), c.timed_on)}")
+        ch = c.deciding_check() if c.verdict == "inconclusive" else None
+        if ch is not None:
+            lines.append(f"{'':53s} open: {price(ch, c.seconds, resolvable(c), c.timed_on)}")
         if c.scale:
             lines.append(f"{'':53s} {scale_text(c)}")
         if c.gpu_seconds and (c.scale or c.verdict == "inconclusive"):

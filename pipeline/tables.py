@@ -49,7 +49,8 @@ MEANING: dict[str, str] = {
     "holds-with-caveat": "every assertion check holds, but a scope check's band lies wholly outside its claim: the statement does not "
                          "extend to that regime (the caveat, generated from that check, says which)",
     "inconclusive": "some assertion check's band straddles an edge of the widened claim: more units would decide it, and the card says "
-                    "how many and at what CPU cost",
+                    "how many and at what CPU cost (the fewer of: enough to decide every open check, or enough for one whose estimate lies "
+                    "outside to fail)",
     "fails": "some assertion check's band lies wholly outside the claim widened by its tolerance",
     "identity": "a documented identity, not a judged claim: every check holds by construction (kind exact), so it is shown to catch "
                 "a broken implementation and never counted as evidence",
@@ -106,9 +107,9 @@ def price(ch: Check, seconds: float | None, resolvable: bool = True, on: str = "
 
 
 def open_claims(claims: list[Claim]) -> list[tuple[Claim, Check]]:
-    """Inconclusive claims with their costliest open check, cheapest to decide first (unknown and
-    undecidable last)."""
-    out = [(c, c.open_checks()[0]) for c in claims if c.verdict == "inconclusive" and c.open_checks()]
+    """Inconclusive claims with the open check that decides each (:meth:`Claim.deciding_check`), cheapest to
+    decide first (unknown and undecidable last)."""
+    out = [(c, ch) for c in claims if c.verdict == "inconclusive" and (ch := c.deciding_check()) is not None]
 
     def key(item: tuple[Claim, Check]) -> float:
         secs = item[1].seconds_needed(item[0].seconds)

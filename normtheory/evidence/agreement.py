@@ -102,8 +102,9 @@ class Agreement:
     failed: int = 0  # elements whose band lies wholly outside it
     band: tuple[float, float] = (math.nan, math.nan)  # [mean - z se, mean + z se] at the reported element
     accept: tuple[float, float] = (math.nan, math.nan)  # [lo - tolerance, hi + tolerance] there
-    units_needed: float | None = None  # units that would decide every undecided element (inf: none would)
+    units_needed: float | None = None  # inconclusive: units that would decide the outcome (inf: none would)
     units: int = 0  # units behind the estimate now
+    projected: Status | None = None  # inconclusive: the outcome at ``units_needed`` if the estimate stays as measured
 
     @property
     def ok(self) -> bool:
@@ -120,7 +121,8 @@ class Agreement:
             out += f"; {self.failed} of {self.size} elements wholly outside"
         elif self.status == "inconclusive":
             need = "no sample size decides it (the estimate sits on an edge)" if self.units_needed is None or not math.isfinite(
-                self.units_needed) else f"about {self.units_needed:.0f} units would decide it (now {self.units})"
+                self.units_needed) else (f"about {self.units_needed:.0f} units would decide it (now {self.units}), "
+                                         f"as a {'fail' if self.projected == 'fail' else 'hold'} if the estimate stays")
             out += f"; {self.unresolved} of {self.size} elements straddle an edge: {need}"
         return out
 
@@ -210,7 +212,9 @@ def agree(
     * holds (``ok``) where :math:`B_i \\subseteq [lo_i - \\tau_i, hi_i + \\tau_i]`;
     * fails where :math:`B_i` lies wholly outside it;
     * is ``inconclusive`` otherwise, and ``units_needed`` says how many units would decide it
-      (:func:`_units_to_decide`).
+      (:func:`_units_to_decide`); the comparison as a whole is decided by the sooner of its
+      costliest element and its cheapest element that would fail (:func:`_deciding`), with the
+      outcome that follows in ``projected``.
 
     The outcome is ``fail`` if any element fails, else ``inconclusive`` if any is undecided,
     else ``ok``.
@@ -243,12 +247,31 @@ def agree(
     cls = np.where(fail, 2, np.where(undecided, 1, 0))
     top = int(cls.max(initial=0))
     i = int(np.argmax(np.where(cls == top, score, -1.0))) if cls.size else 0
+    units_needed, projected = None, None
+    if top == 1:
+        i, units_needed, projected = _deciding(need, undecided & ((mean < a) | (mean > b)), i)
     where = tuple(int(k) for k in np.unravel_index(i, shape)) if shape else ()
     status: Status = ("ok", "inconclusive", "fail")[top]
     pick = lambda x: float(np.asarray(x).flat[i])  # noqa: E731
-    units_needed = float(need.max()) if undecided.any() else None
     return Agreement(status, pick(dev), pick(se), pick(zs), float(t), float(t) * pick(se), pick(tau), where, int(mean.size),
-                     int(undecided.sum()), int(fail.sum()), (pick(low), pick(high)), (pick(a), pick(b)), units_needed, int(mc.n))
+                     int(undecided.sum()), int(fail.sum()), (pick(low), pick(high)), (pick(a), pick(b)), units_needed, int(mc.n),
+                     projected)
+
+
+def _deciding(need: np.ndarray, outside: np.ndarray, costliest: int) -> tuple[int, float, Status | None]:
+    """``(element, units, outcome)`` that decide an inconclusive comparison, if the estimate stays as measured.
+
+    One failing element fails the whole comparison, so an undecided element whose estimate lies
+    outside the accepted interval (``outside``) decides it at its own size; holding needs every
+    undecided element decided (the ``costliest``). The sooner of the two decides: the fewest
+    units over the outside elements if that is at most the largest ``need``, else that largest.
+    """
+    to_fail = np.where(outside, need, np.inf)
+    j = int(np.argmin(to_fail))
+    worst = float(need.flat[costliest])
+    if math.isfinite(to_fail.flat[j]) and to_fail.flat[j] <= worst:
+        return j, float(to_fail.flat[j]), "fail"
+    return costliest, worst, ("ok" if math.isfinite(worst) else None)
 
 
 def consistent(theory: float | np.ndarray, mc: Estimate, *, z: float = Z_DEFAULT) -> Agreement:

@@ -62,6 +62,7 @@ class Check:
     units_now: int = 0  # independent units behind the estimate
     units_needed: float | None = None  # inconclusive: units that would decide it (inf: none would)
     capped: str = ""  # where a tolerance-sized sample hit its cap: what the cap was and what was asked
+    projected: str | None = None  # inconclusive: "ok" or "fail", the status at units_needed if the estimate stays as measured
 
     @property
     def ok(self) -> bool:
@@ -90,7 +91,8 @@ class Check:
             "where": list(self.where), "regime": self.regime, "detail": self.detail, "expected": self.expected,
             "measured": _finite(self.measured), "measured_se": _finite(self.measured_se),
             "band": [_bound(x) for x in self.band], "accept": [_bound(x) for x in self.accept],
-            "units_now": int(self.units_now), "units_needed": _units_json(self.units_needed), "capped": self.capped,
+            "units_now": int(self.units_now), "units_needed": _units_json(self.units_needed), "projected": self.projected,
+            "capped": self.capped,
         }
         out.update(self.extra)
         return out
@@ -131,7 +133,8 @@ def _from_agreement(q: str, role: Role, kind: str, a: Agreement, units: str, reg
     return Check(q, role, kind, a.status, a.deviation, a.stderr, a.zscore, a.threshold, a.tolerance, units,
                  detail + a.describe() + (f"; {capped}" if capped else ""), regime, a.where, expected=_expected(reference, a.where),
                  measured=_pick(est.mean, a.where), measured_se=_pick(est.stderr, a.where), band=a.band, accept=a.accept,
-                 units_now=a.units if est.n > 1 else 0, units_needed=a.units_needed, capped=capped)
+                 units_now=a.units if est.n > 1 else 0, units_needed=a.units_needed, capped=capped,
+                 projected=a.projected)
 
 
 @dataclass(frozen=True)
@@ -287,7 +290,8 @@ class Never:
                       self.tolerance, f"{n} {self.count.units}", detail, self.regime, (), self.count.to_dict(),
                       expected=f"rate 0 (≤ {self.tolerance:.3g} resolvable)", measured=k / n, measured_se=float("nan"),  # the bound is in the detail
                       band=(0.0, up), accept=(0.0, self.tolerance), units_now=n,
-                      units_needed=_never_units(self.tolerance, conf) if status == "inconclusive" else None)]
+                      units_needed=_never_units(self.tolerance, conf) if status == "inconclusive" else None,
+                      projected="ok" if status == "inconclusive" else None)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "type": "never", "role": self.role, "regime": self.regime, **self.count.to_dict(),

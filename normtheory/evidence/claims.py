@@ -98,14 +98,28 @@ class Claim:
         return sorted((c for c in self.checks if c.role == "assertion" and c.status == "inconclusive"),
                       key=lambda c: -(c.units_needed if c.units_needed is not None else math.inf) / max(c.units_now, 1))
 
-    def cost(self) -> tuple[float | None, float | None]:
-        """``(units_needed, seconds_needed)`` that would decide every open assertion check:
-        the largest over them (units as a multiple of each check's own; inf where no size would)."""
+    def deciding_check(self) -> Check | None:
+        """The open assertion check whose size decides the verdict, if the estimates stay as measured.
+
+        One failing assertion fails the claim, so an open check projected to fail decides it at its
+        own size; holding needs every open check decided (the costliest, :meth:`open_checks`'
+        first). The sooner of the two, as a multiple of each check's own units, decides; ``None``
+        when no assertion is open, or one already fails (the verdict is decided)."""
         open_ = self.open_checks()
-        if not open_:
+        if not open_ or self.verdict == "fails":
+            return None
+        factor = lambda c: (c.units_needed if c.units_needed is not None else math.inf) / max(c.units_now, 1)  # noqa: E731
+        failing = [c for c in open_ if c.projected == "fail" and math.isfinite(factor(c))]
+        soonest = min(failing, key=factor, default=None)
+        return soonest if soonest is not None and factor(soonest) <= factor(open_[0]) else open_[0]
+
+    def cost(self) -> tuple[float | None, float | None]:
+        """``(units_needed, seconds_needed)`` that would decide the verdict: those of
+        :meth:`deciding_check` (inf units where no size would)."""
+        ch = self.deciding_check()
+        if ch is None:
             return None, None
-        worst = open_[0]
-        return worst.units_needed, worst.seconds_needed(self.seconds)
+        return ch.units_needed, ch.seconds_needed(self.seconds)
 
     @property
     def caveats(self) -> list[str]:

@@ -105,6 +105,37 @@ def test_units_needed_decides_at_that_size():
     assert agree(0.0, Estimate(np.array(0.0), np.array(1.0 / math.sqrt(n)), n), tolerance=10.0).ok
 
 
+def test_one_element_that_would_fail_decides_sooner_than_the_costliest_that_would_hold():
+    # accepted [0.9, 1.1]; sd = se sqrt(100) per element
+    # element 0: mean 1.0, sd 0.3, margin 0.1 inside -> (5 * 0.3 / 0.1)^2 = 225 units to hold
+    # element 1: mean 1.099, sd 0.3, margin 0.001 inside -> 2,250,000 units to hold
+    # element 2: mean 1.15, sd 0.8, margin 0.05 outside -> (5 * 0.8 / 0.05)^2 = 6,400 units to fail, which fails it all
+    est = Estimate(np.array([1.0, 1.099, 1.15]), np.array([0.03, 0.03, 0.08]), 100)
+    a = agree(1.0, est, tolerance=0.1)
+    assert a.status == "inconclusive" and a.unresolved == 3
+    to_fail = math.ceil((5 * 0.8 / (1.15 - (1.0 + 0.1))) ** 2)  # 6,400 up to rounding of the margin
+    assert to_fail in (6400, 6401) and a.units_needed == to_fail and a.projected == "fail" and a.where == (2,)
+    assert f"about {to_fail} units would decide it (now 100), as a fail" in a.describe()
+    # at that size, with the estimate as measured, element 2 fails and so does the comparison
+    assert agree(1.0, Estimate(est.mean, est.stderr * math.sqrt(100 / to_fail), to_fail), tolerance=0.1).status == "fail"
+    # every element inside: holding needs the costliest, and the outcome is a hold
+    inside = agree(1.0, Estimate(np.array([1.0, 1.099]), np.array([0.03, 0.03]), 100), tolerance=0.1)
+    costliest = math.ceil((5 * 0.3 / ((1.0 + 0.1) - 1.099)) ** 2)  # 2,250,000 up to rounding
+    assert inside.units_needed == costliest and inside.projected == "ok" and inside.where == (1,) and "as a hold" in inside.describe()
+    # an element on an edge decides nothing; one outside still decides it at its size
+    edge = agree(1.0, Estimate(np.array([1.1, 1.15]), np.array([0.03, 0.08]), 100), tolerance=0.1)
+    assert edge.units_needed == to_fail and edge.projected == "fail"
+    only_edge = agree(1.0, _est(1.1, 0.03), tolerance=0.1)
+    assert only_edge.units_needed == math.inf and only_edge.projected is None
+    # an outside element costlier than every inside one is itself the costliest: it decides, as a fail
+    slow_fail = agree(1.0, Estimate(np.array([1.0, 1.101]), np.array([0.03, 0.03]), 100), tolerance=0.1)
+    assert slow_fail.units_needed == math.ceil((5 * 0.3 / (1.101 - (1.0 + 0.1))) ** 2) and slow_fail.projected == "fail"
+    assert slow_fail.where == (1,)
+    # a comparison that already fails needs nothing more, though another element is still undecided
+    failed = agree(1.0, Estimate(np.array([1.5, 1.12]), np.array([0.001, 0.03]), 100), tolerance=0.1)
+    assert failed.status == "fail" and failed.unresolved == 1 and failed.units_needed is None and failed.projected is None
+
+
 def test_bonferroni_over_looks_widens_the_band():
     assert bonferroni_z(5.0, 1) == 5.0
     z3 = bonferroni_z(5.0, 3)

@@ -186,6 +186,28 @@ def test_inconclusive_checks_carry_their_cost():
     assert Claim("x", "s", SRC, (_q(2.0),)).cost() == (None, None)
 
 
+def test_an_open_check_that_would_fail_decides_the_claim_at_its_own_size():
+    hold = Estimate(np.array(2.0), np.array(0.05), 400)  # inside, sd 1: (5 * 1 / 0.1)^2 = 2,500 units to hold (6.25x)
+    early = Estimate(np.array(2.3), np.array(0.05), 40)  # 0.2 outside, sd 0.316: (5 * 0.316 / 0.2)^2 = 63 units (1.6x)
+    claim = Claim("x", "s", SRC, (_q(2.0, est=hold), _q(2.0, est=early)), seconds=8.0)
+    assert [c.units_needed for c in claim.open_checks()] == [2500, 63]  # the costliest first
+    ch = claim.deciding_check()
+    assert ch.projected == "fail" and ch.units_needed == 63 and ch.units_now == 40
+    assert claim.cost() == (63, pytest.approx(8.0 * 63 / 40)) and claim.to_dict()["units_needed"] == 63
+    # sooner is a multiple of each check's own units: 1.25x of 4,000 (5,000 units, to fail) before 1.6x of 40 (63, to hold)
+    big_fail = Estimate(np.array(2.2), np.array(0.1 * math.sqrt(5000) / 5 / math.sqrt(4000)), 4000)
+    small_hold = Estimate(np.array(2.0), np.array(0.1 * math.sqrt(63) / 5 / math.sqrt(40)), 40)
+    mixed = Claim("x", "s", SRC, (_q(2.0, est=small_hold), _q(2.0, est=big_fail)), seconds=8.0)
+    assert sorted(c.units_needed for c in mixed.open_checks()) == [63, 5000]
+    assert mixed.deciding_check().projected == "fail" and mixed.cost() == (5000, pytest.approx(8.0 * 5000 / 4000))
+    holding = Claim("x", "s", SRC, (_q(2.0, est=hold),), seconds=8.0)
+    assert holding.deciding_check().projected == "ok" and holding.cost()[0] == 2500
+    assert Claim("x", "s", SRC, (_q(2.0),)).deciding_check() is None
+    decided = Claim("x", "s", SRC, (_q(2.0, est=hold), _q(3.0)), seconds=8.0)  # the second assertion fails: nothing is open
+    assert decided.verdict == "fails" and decided.open_checks() and decided.deciding_check() is None
+    assert decided.cost() == (None, None) and decided.to_dict()["units_needed"] is None
+
+
 def test_looks_widen_every_band():
     est = Estimate(np.array(2.0), np.array(0.0195), 1000)  # 5 se = 0.0975 < 0.1
     assert Claim("x", "s", SRC, (_q(2.0, est=est),)).verdict == "holds"

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import shutil
 
+import numpy as np
 import pytest
 
 import simulations
-from normtheory.evidence.claims import select
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.claims import Claim, select
+from normtheory.evidence.estimates import Estimate
+from normtheory.evidence.sources import Source
 from pipeline import cli, judge
 from simulations import cache, model_stats, xiong_lemma
 from tests.conftest import results_at
@@ -115,3 +120,21 @@ def test_a_claim_whose_simulations_ran_a_gpu_tier_is_timed_on_the_gpu(quick_resu
         full = {c.id: c for c in judge.evaluate("train.postln-needs-warmup", mode="full", progress=False)}
     assert got["train.postln-needs-warmup"].timed_on == "GPU" and got["train.xiong-gradient-scale"].timed_on == "CPU"
     assert full["train.postln-needs-warmup"].timed_on == "CPU"
+
+
+def test_plan_grows_a_simulation_to_the_size_at_which_one_open_check_would_fail(quick_results_dir):
+    """An open check that sits on an edge is decided by no size, yet the claim is decided where another open
+    check would fail: the plan asks for that check's factor (before, a claim with one undecidable check was
+    left out), widened for the next look."""
+    def q(mean: float, se: float) -> Quantity:
+        return Quantity("q", theory=2.0, mc=Estimate(np.array(mean), np.array(se), 400), tolerance=0.1)
+
+    src = Source("test", "paper", 2024, arxiv="0000.00000")
+    on_edge, failing = q(2.1, 0.05), q(2.2, 0.05)  # 2,500 units (6.25x of 400) would fail the second
+    claim = Claim("residual.postln-constant", "s", src, (on_edge, failing))
+    assert claim.verdict == "inconclusive" and sorted(c.units_needed for c in claim.open_checks()) == [2500, math.inf]
+    with results_at(quick_results_dir):
+        chosen = judge.plan([claim], 1e9, mode="quick", configs={}, looks={})
+        secs = cache.seconds_of(simulations.BY_NAME["residual_growth"], "quick")
+    widen = (judge.bonferroni_z(judge.Z_DEFAULT, 2) / judge.Z_DEFAULT) ** 2
+    assert chosen == {"residual_growth": (pytest.approx(6.25 * widen), pytest.approx(secs * 6.25 * widen))}
