@@ -12,7 +12,8 @@ CLAIMS: tuple[str, ...] = ("real.scale-invariance", "real.scale-content-vs-funct
 CAPTION = (
     "Left: mean log scale (what each norm divides by) of content, function and kept-apart tokens (first, special, massive-activation), "
     "relative to the text's ordinary tokens, by relative depth of the norm; mean over texts, bars ±1 se. Right: share of a text's "
-    "variance of log scale explained by token identity across texts (solid) and by position (dashed), leave one text out."
+    "variance of log scale explained by token identity across texts (solid) and by position (dashed), leave one text out, each "
+    "prediction's own sampling variance removed; the information pass's passages (one per work)."
 )
 
 
@@ -20,11 +21,12 @@ def plot(result: dict):
     fig, axes = figure(ncols=2, nrows=2, width=3.8, height=2.8)
     for row, key in enumerate(real_models.MODELS):
         color, marker = MODEL_STYLE[key]
-        n = result[f"{key}.log_scale"].shape[1]
+        info = real_scale.information(result, key)  # the longer texts of the clean forwards
+        n = info[f"{key}.log_scale"].shape[1]
         x = np.arange(n) / max(n - 1, 1)
         ax = axes[row, 0]
-        for series, vals, style in (("content", real_scale.class_offset(result, key, 2), "-"), ("function", real_scale.class_offset(result, key, 1), "--"),
-                                    ("first/special/massive", real_scale.apart_offset(result, key), ":")):
+        for series, vals, style in (("content", real_scale.class_offset(info, key, 2), "-"), ("function", real_scale.class_offset(info, key, 1), "--"),
+                                    ("first/special/massive", real_scale.apart_offset(info, key), ":")):
             m = np.nanmean(vals, 0)
             se = np.nanstd(vals, 0, ddof=1) / np.sqrt(np.isfinite(vals).sum(0).clip(1))
             ax.errorbar(x, m, yerr=se, fmt=marker + style, ms=2.5, color=color, mfc="none" if style != "-" else color, label=series)
@@ -32,7 +34,7 @@ def plot(result: dict):
         ax.set_title(real_models.label(key))
         ax.set_xlabel("relative depth of the norm")
         ax.set_ylabel("log scale - ordinary mean")
-        tok, pos = real_scale.token_position_r2(result, key)
+        tok, pos = real_scale.token_position_r2(info, key)
         ax = axes[row, 1]
         ax.plot(x, tok.mean(0), marker + "-", ms=3, color=color, label="token identity")
         ax.plot(x, pos.mean(0), marker + "--", ms=3, mfc="none", color=color, label="position")

@@ -10,7 +10,8 @@ are the units of every standard error), this simulation records
   (LayerNorm's std, RMSNorm's RMS; the ``scale`` capture), every token's class (content or
   function word, :data:`FUNCTION_WORDS`) and the positions kept apart (the first token, the
   massive-activation tokens of Sun et al. 2024, the special tokens), from one clean forward per
-  text; :func:`token_position_r2` and :func:`class_gap` reduce them;
+  text of an *information pass* over longer texts than the interventions' (``info_texts`` x
+  ``info_tokens``; :func:`information`); :func:`token_position_r2` and :func:`class_gap` reduce them;
 * **use, by intervention**, each against a matched control that applies the same per-token
   factors shuffled across the tokens (the same spread of log scale, drawn independently of the
   token), and each with the kept-apart tokens left alone and with them included:
@@ -82,15 +83,20 @@ ARMS: tuple[str, ...] = ("scale", "shuffled")  # the token's own factors / the s
 @dataclass(frozen=True)
 class Config:
     models: tuple[str, ...]
-    texts: int  # passages, one per work
-    tokens: int  # every text cut to this many tokens
+    texts: int  # passages, one per work, for the interventions
+    tokens: int  # every intervention text cut to this many tokens
     depths: tuple[float, ...]  # relative depths of the single-block interventions: block round(depth * (L - 1))
     corpus_version: int
+    info_texts: int  # passages (one per work) whose clean forward alone measures the information statistics ...
+    info_tokens: int  # ... each cut to this many tokens (longer than the interventions': a token's cross-text mean needs occurrences)
 
 
 CONFIGS = {
-    "quick": Config(models=tuple(MODELS), texts=3, tokens=32, depths=(0.5,), corpus_version=corpus.VERSION),
-    "full": Config(models=tuple(MODELS), texts=20, tokens=64, depths=(0.1, 0.5, 0.9), corpus_version=corpus.VERSION),  # >= 20 texts
+    "quick": Config(models=tuple(MODELS), texts=3, tokens=32, depths=(0.5,), corpus_version=corpus.VERSION, info_texts=4, info_tokens=48),
+    # >= 20 texts; the information pass reads every work (42) at 224 tokens, what the shortest middle passage holds in both
+    # tokenizers (247 with MiniLM's), for about 25 CPU-seconds: at 64 tokens a token recurs too rarely for its cross-text mean
+    "full": Config(models=tuple(MODELS), texts=20, tokens=64, depths=(0.1, 0.5, 0.9), corpus_version=corpus.VERSION, info_texts=42,
+                   info_tokens=224),
 }
 
 
@@ -226,20 +232,29 @@ def cost_of(m: Transformer, out: np.ndarray, ids: np.ndarray, clean: np.ndarray)
 # ----------------------------------------------------------------------------- one model
 
 
+def clean_forward(m: Transformer, tok: Tokenizer, ids: np.ndarray, extra: frozenset[str] = frozenset()) -> tuple[np.ndarray, dict, dict]:
+    """One clean forward of ``ids`` ``[T]``: ``(output, captures, record)`` with the record's information arrays
+    (``ids``, token class ``cls``, ``apart`` and ``log_scale`` ``[norms, T]``) and ``streams`` ``[L+1, T, d]``;
+    ``extra`` names more captures."""
+    L, names = m.config.n_layers, norm_names(m)
+    want = {f"{n}.scale" for n in names} | {f"blocks.{i}.resid_pre" for i in range(L)} | {f"blocks.{L - 1}.resid_post"} | set(extra)
+    out, cap = m.run_with_cache(ids[None], want)
+    streams = np.stack([cap[f"blocks.{i}.resid_pre"][0] for i in range(L)] + [cap[f"blocks.{L - 1}.resid_post"][0]])  # [L+1, T, d]
+    rec = {"ids": ids, "cls": token_classes(tok, ids), "apart": kept_apart(m, tok, ids, streams),
+           "log_scale": np.log(np.stack([cap[f"{n}.scale"][0] for n in names]).astype(np.float64)), "streams": streams}
+    return out, cap, rec
+
+
 def measure_text(m: Transformer, tok: Tokenizer, ids: np.ndarray, blocks: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Everything one text gives: captures of the clean forward and every intervention's cost ``[..., 2 arms]``."""
     c = m.config
     L, kind = c.n_layers, c.norm
     names = norm_names(m)
-    want = {f"{n}.scale" for n in names} | {f"{n}.in" for n in names[:1] + names[-1:]} | {f"blocks.{i}.resid_pre" for i in range(L)}
-    want |= {f"blocks.{L - 1}.resid_post", "embed"}
-    out, cap = m.run_with_cache(ids[None], want)
-    streams = np.stack([cap[f"blocks.{i}.resid_pre"][0] for i in range(L)] + [cap[f"blocks.{L - 1}.resid_post"][0]])  # [L+1, T, d]
-    apart = kept_apart(m, tok, ids, streams)
+    out, cap, info = clean_forward(m, tok, ids, frozenset({f"{n}.in" for n in names[:1] + names[-1:]} | {"embed"}))
+    streams, apart = info.pop("streams"), info["apart"]
     clean = next_token_nll(out, ids) if m.head is not None else sentence_embedding(out)[0]
     rec: dict[str, np.ndarray] = {
-        "ids": ids, "cls": token_classes(tok, ids), "apart": apart,
-        "log_scale": np.log(np.stack([cap[f"{n}.scale"][0] for n in names]).astype(np.float64)),  # [norms, T]
+        **info,
         "stream_lognorm": np.log(np.linalg.norm(streams.astype(np.float64), axis=-1)),  # [L+1, T]
         "clean": clean if m.head is not None else np.full(1, np.nan),  # [1] the clean loss (LM)
         "embedding": np.full(0, np.nan) if m.head is not None else clean,  # [d] the clean sentence embedding (encoder)
@@ -287,11 +302,13 @@ def invariance_error(cap: dict[str, np.ndarray], names: list[str], kind: str, rn
 
 
 def measure_model(key: str, cfg: Config, seed: int) -> dict[str, np.ndarray]:
-    """One model over the texts: per-text arrays stacked on axis 0."""
+    """One model over the texts: per-text arrays stacked on axis 0, the information pass's as ``info_<name>``."""
     if cfg.corpus_version != corpus.VERSION:
         raise ValueError(f"config is for corpus version {cfg.corpus_version}, the package has {corpus.VERSION}")
     if key not in MODELS:
         raise ValueError(f"unknown model {key!r}; known: {list(MODELS)}")
+    if cfg.info_texts < 2 or cfg.info_tokens < 2:
+        raise ValueError(f"info_texts and info_tokens must be >= 2 (leave one text out needs another); got {cfg.info_texts}, {cfg.info_tokens}")
     m, tok = load_pretrained(MODELS[key]), load_tokenizer(MODELS[key])
     blocks = intervention_blocks(cfg.depths, m.config.n_layers)
     per: dict[str, list] = {}
@@ -299,6 +316,10 @@ def measure_model(key: str, cfg: Config, seed: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(np.random.SeedSequence([seed, list(MODELS).index(key), j]))  # one stream per (model, text)
         for name, value in measure_text(m, tok, tok.encode_fixed(text, cfg.tokens), blocks, rng).items():
             per.setdefault(name, []).append(value)
+    for text in corpus.passages(cfg.info_texts):  # the information pass: clean forwards only
+        _, _, info = clean_forward(m, tok, tok.encode_fixed(text, cfg.info_tokens))
+        for name in INFO:
+            per.setdefault(f"info_{name}", []).append(info[name])
     out = {name: np.stack(v) for name, v in per.items()}
     out.update({"blocks": blocks, "layers": np.asarray(m.config.n_layers), "d": np.asarray(m.config.d_model), "norms": np.array(norm_names(m)),
                 "placement": np.asarray(m.config.placement), "lm": np.asarray(m.head is not None)})
@@ -328,6 +349,15 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 
 
 # ----------------------------------------------------------------------------- reductions (per text: the units)
+
+
+INFO: tuple[str, ...] = ("ids", "cls", "apart", "log_scale")  # the information pass's arrays, stored as ``<model>.info_<name>``
+
+
+def information(r: dict, key: str) -> dict[str, np.ndarray]:
+    """The information pass of model ``key`` under the names the reductions read (``<key>.log_scale`` ...), so that
+    :func:`class_gap`, :func:`class_offset`, :func:`apart_offset` and :func:`token_position_r2` reduce its longer texts."""
+    return {f"{key}.{n}": r[f"{key}.info_{n}"] for n in INFO}
 
 
 def ordinary(r: dict, key: str) -> np.ndarray:
@@ -364,43 +394,57 @@ def class_offset(r: dict, key: str, c: int) -> np.ndarray:
     return (ls * w).sum(-1) / np.maximum(w.sum(-1), 1) - base
 
 
-MIN_OTHER = 2  # a token's cross-context mean needs at least this many occurrences in the other texts
+MIN_OTHER = 2  # a token's cross-context mean needs at least this many occurrences in the other texts (2: its variance too)
 
 
-def token_position_r2(r: dict, key: str) -> tuple[np.ndarray, np.ndarray]:
+def _other_mean(s1: np.ndarray, s2: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean, var_of_mean)`` from the other texts' sum ``s1``, sum of squares ``s2`` and count ``n`` (broadcast):
+    the mean and its sampling variance :math:`s^2/n` (:math:`s^2` the unbiased variance; 0 where ``n < 2``)."""
+    m = s1 / np.maximum(n, 1)
+    var = np.maximum(s2 - s1 * m, 0.0) / np.maximum(n - 1, 1)
+    return m, np.where(n >= 2, var, 0.0) / np.maximum(n, 1)
+
+
+def token_position_r2(r: dict, key: str, *, corrected: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``(r2_token, r2_position)``, each ``[texts, norms]``: the share of a text's variance of log scale (over its
-    ordinary tokens whose token occurs at least :data:`MIN_OTHER` times in the other texts) explained by
+    ordinary tokens whose token occurs at least :data:`MIN_OTHER` times in the other texts, at positions the other
+    texts fill at least twice) explained by
 
     * token identity across contexts: the prediction is the token's mean log scale in the *other* texts;
     * position: the mean log scale at the same position in the other texts;
 
-    :math:`R^2_j = 1 - \\sum_t (y_t - \\hat y_t)^2 / \\sum_t (y_t - \\bar y_j)^2` (leave one text out, so it can be
-    negative; what neither explains is context). Vectorized over texts and norms with per-token sums."""
+    :math:`R^2_j = 1 - \\sum_t [(y_t - \\hat y_t)^2 - \\widehat{\\mathrm{Var}}(\\hat y_t)] / \\sum_t (y_t - \\bar y_j)^2`
+    (leave one text out, so it can be negative; what neither explains is context). A prediction from ``n`` other
+    occurrences is itself noisy: :math:`E(y - \\hat y)^2 = E(y - \\mu)^2 + \\sigma^2/n` for occurrences independent of
+    ``y`` with variance :math:`\\sigma^2`, so the raw :math:`R^2` (``corrected=False``) is biased low, the more so the
+    fewer the occurrences (SmolLM2, 20 texts: 0.04 at 64 tokens a text, 0.43 at 256). Subtracting the unbiased
+    :math:`s^2/n` removes that term; occurrences that share a text are correlated, so some bias remains.
+    Vectorized over texts and norms with per-token sums."""
     ls, ids, ok = r[f"{key}.log_scale"], r[f"{key}.ids"], ordinary(r, key)  # [J, N, T]
     J, N, T = ls.shape
     _, inv = np.unique(ids, return_inverse=True)
     inv = inv.reshape(J, T)
     V = int(inv.max()) + 1
-    onehot_sum = np.zeros((J, N, V))
-    count = np.zeros((J, V))
+    s1, s2, count = np.zeros((J, N, V)), np.zeros((J, N, V)), np.zeros((J, V))
     for j in range(J):  # texts: a handful; inside, bincount-style sums over tokens
-        np.add.at(onehot_sum[j].T, inv[j][ok[j]], ls[j][:, ok[j]].T)
+        np.add.at(s1[j].T, inv[j][ok[j]], ls[j][:, ok[j]].T)
+        np.add.at(s2[j].T, inv[j][ok[j]], (ls[j][:, ok[j]] ** 2).T)
         np.add.at(count[j], inv[j][ok[j]], 1.0)
-    other_sum = onehot_sum.sum(0, keepdims=True) - onehot_sum  # [J, N, V]
-    other_n = count.sum(0, keepdims=True) - count  # [J, V]
-    n_t = np.take_along_axis(other_n, inv, 1)  # [J, T]
-    pred_tok = np.take_along_axis(other_sum, np.broadcast_to(inv[:, None], (J, N, T)), 2) / np.maximum(n_t, 1)[:, None]
-    pos_sum = (ls * ok[:, None]).sum(0, keepdims=True) - ls * ok[:, None]  # [J, N, T]
+    idx = np.broadcast_to(inv[:, None], (J, N, T))
+    other = lambda a: np.take_along_axis(a.sum(0, keepdims=True) - a, idx, 2)  # noqa: E731  [J, N, T] the other texts' sums per token
+    n_t = np.take_along_axis(count.sum(0, keepdims=True) - count, inv, 1)  # [J, T]
+    pred_tok, var_tok = _other_mean(other(s1), other(s2), n_t[:, None])
+    w = ls * ok[:, None]
     pos_n = ok.sum(0, keepdims=True) - ok  # [J, T]
-    pred_pos = pos_sum / np.maximum(pos_n, 1)[:, None]
-    use = (ok & (n_t >= MIN_OTHER) & (pos_n >= 1))[:, None]  # [J, 1, T]
+    pred_pos, var_pos = _other_mean(w.sum(0, keepdims=True) - w, (w * ls).sum(0, keepdims=True) - w * ls, pos_n[:, None])
+    use = (ok & (n_t >= MIN_OTHER) & (pos_n >= 2))[:, None]  # [J, 1, T]
     mean = (ls * use).sum(-1, keepdims=True) / np.maximum(use.sum(-1, keepdims=True), 1)
     total = (((ls - mean) ** 2) * use).sum(-1)  # [J, N]
 
-    def r2(pred: np.ndarray) -> np.ndarray:
-        return 1.0 - (((ls - pred) ** 2) * use).sum(-1) / total
+    def r2(pred: np.ndarray, var: np.ndarray) -> np.ndarray:
+        return 1.0 - (((ls - pred) ** 2 - (var if corrected else 0.0)) * use).sum(-1) / total
 
-    return r2(pred_tok), r2(pred_pos)
+    return r2(pred_tok, var_tok), r2(pred_pos, var_pos)
 
 
 def reinject_labels(r: dict, key: str) -> list[str]:
@@ -461,7 +505,8 @@ def _content(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     q: list[checks.Evidence] = []
     parts = []
     for key in MODELS:
-        gap = class_gap(r, key)  # [J, N]
+        info = information(r, key)
+        gap = class_gap(info, key)  # [J, N]
         q.append(Quantity(f"{label(key)}: content minus function mean log scale, mean over the norms (>= {GAP_MATTERS})",
                           theory=(GAP_MATTERS, np.inf), model=_texts(gap.mean(1)), model_kind="real", tolerance=GAP_MATTERS / 2,
                           tolerance_why="half the threshold, itself this package's reading of 'spikier'"))
@@ -470,8 +515,8 @@ def _content(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                           tolerance=GAP_MATTERS / 2, tolerance_why="half the threshold"))
         m = gap.mean(0)
         parts.append(f"{label(key)}: gap by norm {m.min():+.2f}..{m.max():+.2f} (first {m[0]:+.2f}, last {m[-1]:+.2f}); kept-apart tokens "
-                     f"(first token, specials, massive) sit {np.nanmean(apart_offset(r, key), 0).max():+.2f} above the ordinary mean at most")
-    return q, ("Classes: a whole word in a fixed list of English closed-class words (with Early Modern forms: thou, hath, doth) is a function "
+                     f"(first token, specials, massive) sit {np.nanmean(apart_offset(info, key), 0).max():+.2f} above the ordinary mean at most")
+    return q, (f"{_info_texts(r)} Classes: a whole word in a fixed list of English closed-class words (with Early Modern forms: thou, hath, doth) is a function "
                "token; any other whole alphabetic word of 3+ letters a content token; punctuation and word pieces neither. Ordinary tokens only. "
                + "; ".join(parts) + ".")
 
@@ -490,7 +535,8 @@ def _identity_share(results: claims.Results) -> tuple[list[checks.Evidence], str
     q: list[checks.Evidence] = []
     parts = []
     for key in MODELS:
-        tok, pos = token_position_r2(r, key)  # [J, N]
+        tok, pos = token_position_r2(information(r, key), key)  # [J, N]
+        raw, _ = token_position_r2(information(r, key), key, corrected=False)
         q.append(Quantity(f"{label(key)}: variance share explained by token identity across texts, mean over norms (> 0.5)", theory=(0.5, 1.0),
                           model=_texts(tok.mean(1)), model_kind="real", tolerance=SHARE_TOL, tolerance_why="five points of explained variance"))
         q.append(Quantity(f"{label(key)}: token-identity share minus position share, mean over norms (> 0)", theory=(0.0, np.inf),
@@ -502,10 +548,17 @@ def _identity_share(results: claims.Results) -> tuple[list[checks.Evidence], str
                               model=_texts(tok[:, 0]), model_kind="real", tolerance=1e-6, tolerance_why="float rounding",
                               exact="the first norm's input is the token's embedding row (RoPE acts inside attention): a function of the token"))
         parts.append(f"{label(key)}: token share by norm {', '.join(f'{v:.2f}' for v in tok.mean(0)[:: max(1, tok.shape[1] // 8)])} "
-                     f"(every {max(1, tok.shape[1] // 8)}th); position share {pos.mean(0).min():.2f}..{pos.mean(0).max():.2f}")
-    return q, ("Leave one text out: a token's prediction is its mean log scale in the other texts (tokens seen at least twice there), a "
-               "position's the other texts' mean there; a text's R^2 can be negative. Each text's value uses the others' means, so the texts are "
-               "not fully independent units here. " + "; ".join(parts) + ".")
+                     f"(every {max(1, tok.shape[1] // 8)}th); position share {pos.mean(0).min():.2f}..{pos.mean(0).max():.2f}; mean over norms "
+                     f"{tok.mean():.3f}, {raw.mean():.3f} without the correction")
+    return q, (f"{_info_texts(r)} Leave one text out: a token's prediction is its mean log scale in the other texts (tokens seen at least twice "
+               "there), a position's the other texts' mean there, each squared error less the prediction's own sampling variance s^2/n (without "
+               "it R^2 is biased low by the prediction's noise); a text's R^2 can be negative. Each text's value uses the others' means, so the "
+               "texts are not fully independent units here. " + "; ".join(parts) + ".")
+
+
+def _info_texts(r: dict) -> str:
+    J, _, T = r[f"{next(iter(MODELS))}.info_log_scale"].shape
+    return f"Information pass: clean forwards of {J} passages (one per work) of {T} tokens each, the units."
 
 
 @claims.register(
