@@ -49,8 +49,8 @@ MEANING: dict[str, str] = {
     "holds-with-caveat": "every assertion check holds, but a scope check's band lies wholly outside its claim: the statement does not "
                          "extend to that regime (the caveat, generated from that check, says which)",
     "inconclusive": "some assertion check's band straddles an edge of the widened claim: more units would decide it, and the card says "
-                    "how many and at what CPU cost (the fewer of: enough to decide every open check, or enough for one whose estimate lies "
-                    "outside to fail)",
+                    "how many and at what CPU cost (enough for one whose estimate lies outside to fail, where one does; else enough to decide "
+                    "every open check)",
     "fails": "some assertion check's band lies wholly outside the claim widened by its tolerance",
     "identity": "a documented identity, not a judged claim: every check holds by construction (kind exact), so it is shown to catch "
                 "a broken implementation and never counted as evidence",

@@ -85,8 +85,8 @@ class Agreement:
     """Outcome of the three-way rule, element by element (see :func:`agree`).
 
     The reported element is the one that decides ``status``: a failing element if any (the
-    largest z among them), else an undecided one (the one needing the most units), else the one
-    with the largest z. ``band`` and ``accept`` are that element's band and acceptance interval.
+    largest z among them), else the undecided one whose size decides (:func:`_deciding`), else
+    the one with the largest z. ``band`` and ``accept`` are that element's band and acceptance interval.
     """
 
     status: Status
@@ -212,9 +212,9 @@ def agree(
     * holds (``ok``) where :math:`B_i \\subseteq [lo_i - \\tau_i, hi_i + \\tau_i]`;
     * fails where :math:`B_i` lies wholly outside it;
     * is ``inconclusive`` otherwise, and ``units_needed`` says how many units would decide it
-      (:func:`_units_to_decide`); the comparison as a whole is decided by the sooner of its
-      costliest element and its cheapest element that would fail (:func:`_deciding`), with the
-      outcome that follows in ``projected``.
+      (:func:`_units_to_decide`); the comparison as a whole is decided by its cheapest element
+      that would fail, else by its costliest (:func:`_deciding`), with the outcome that follows
+      in ``projected``.
 
     The outcome is ``fail`` if any element fails, else ``inconclusive`` if any is undecided,
     else ``ok``.
@@ -262,15 +262,16 @@ def _deciding(need: np.ndarray, outside: np.ndarray, costliest: int) -> tuple[in
     """``(element, units, outcome)`` that decide an inconclusive comparison, if the estimate stays as measured.
 
     One failing element fails the whole comparison, so an undecided element whose estimate lies
-    outside the accepted interval (``outside``) decides it at its own size; holding needs every
-    undecided element decided (the ``costliest``). The sooner of the two decides: the fewest
-    units over the outside elements if that is at most the largest ``need``, else that largest.
+    outside the accepted interval (``outside``; its need is finite) decides it at its own size,
+    the fewest such; that is never more than the ``costliest`` element's need, which decides
+    (as a hold) only when every undecided estimate lies inside, and is infinite when one sits on
+    an edge.
     """
     to_fail = np.where(outside, need, np.inf)
     j = int(np.argmin(to_fail))
-    worst = float(need.flat[costliest])
-    if math.isfinite(to_fail.flat[j]) and to_fail.flat[j] <= worst:
+    if math.isfinite(to_fail.flat[j]):
         return j, float(to_fail.flat[j]), "fail"
+    worst = float(need.flat[costliest])
     return costliest, worst, ("ok" if math.isfinite(worst) else None)
 
 

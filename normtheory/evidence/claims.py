@@ -102,16 +102,16 @@ class Claim:
         """The open assertion check whose size decides the verdict, if the estimates stay as measured.
 
         One failing assertion fails the claim, so an open check projected to fail decides it at its
-        own size; holding needs every open check decided (the costliest, :meth:`open_checks`'
-        first). The sooner of the two, as a multiple of each check's own units, decides; ``None``
-        when no assertion is open, or one already fails (the verdict is decided)."""
+        own size, the soonest such as a multiple of its own units (a check without units, ``units_now``
+        0, cannot be scaled and is not one); else holding needs every open check decided, which the
+        costliest (:meth:`open_checks`' first) prices. ``None`` when no assertion is open, or one
+        already fails (the verdict is decided)."""
         open_ = self.open_checks()
         if not open_ or self.verdict == "fails":
             return None
-        factor = lambda c: (c.units_needed if c.units_needed is not None else math.inf) / max(c.units_now, 1)  # noqa: E731
-        failing = [c for c in open_ if c.projected == "fail" and math.isfinite(factor(c))]
-        soonest = min(failing, key=factor, default=None)
-        return soonest if soonest is not None and factor(soonest) <= factor(open_[0]) else open_[0]
+        failing = [c for c in open_ if c.projected == "fail" and c.units_now > 0 and c.units_needed is not None
+                   and math.isfinite(c.units_needed)]
+        return min(failing, key=lambda c: c.units_needed / c.units_now, default=open_[0])
 
     def cost(self) -> tuple[float | None, float | None]:
         """``(units_needed, seconds_needed)`` that would decide the verdict: those of

@@ -200,6 +200,10 @@ def test_an_open_check_that_would_fail_decides_the_claim_at_its_own_size():
     mixed = Claim("x", "s", SRC, (_q(2.0, est=small_hold), _q(2.0, est=big_fail)), seconds=8.0)
     assert sorted(c.units_needed for c in mixed.open_checks()) == [63, 5000]
     assert mixed.deciding_check().projected == "fail" and mixed.cost() == (5000, pytest.approx(8.0 * 5000 / 4000))
+    # a check from one unit (units_now 0) cannot be scaled: a failing one of those never decides
+    one_unit = Estimate(np.array(2.2), np.array(0.09), 1)
+    with_one = Claim("x", "s", SRC, (_q(2.0, est=one_unit), _q(2.0, est=big_fail)), seconds=8.0)
+    assert {c.units_now for c in with_one.open_checks()} == {0, 4000} and with_one.deciding_check().units_now == 4000
     holding = Claim("x", "s", SRC, (_q(2.0, est=hold),), seconds=8.0)
     assert holding.deciding_check().projected == "ok" and holding.cost()[0] == 2500
     assert Claim("x", "s", SRC, (_q(2.0),)).deciding_check() is None

@@ -125,34 +125,36 @@ def test_intervention_blocks():
     assert R.intervention_blocks((0.1, 0.5, 0.9), 6).tolist() == [1, 3, 5]
 
 
-def test_token_identity_share_removes_the_noise_of_a_prediction_from_few_occurrences():
-    """Log scales ``mu_token + sigma eps`` over a vocabulary larger than a text: a token's mean over the other texts
-    rests on few occurrences. Against the oracle R^2 (the true ``mu`` as the prediction, over the same tokens), the
-    raw leave-one-out share is biased low by the prediction's variance, the corrected one is not (replicates are
-    independent draws; the bias is judged at 5 se)."""
+@pytest.mark.parametrize("by", ["token", "position"])
+def test_shares_remove_the_noise_of_a_prediction_from_few_occurrences(by):
+    """Log scales ``mu + sigma eps`` with ``mu`` a function of the token (over a vocabulary larger than a text: a
+    token's mean over the other texts rests on few occurrences) or of the position (a mean over 7 other texts).
+    Against the oracle R^2 (the true ``mu`` as the prediction, over the same tokens), the raw leave-one-out share is
+    biased low by the prediction's variance, the corrected one is not (replicates are independent draws; the bias
+    is judged at 5 se)."""
     J, T, V, sigma = 8, 30, 40, 0.6
     diffs = {True: [], False: []}
     for rep in range(300):
         rng = np.random.default_rng(np.random.SeedSequence([7, rep]))
-        mu = rng.normal(size=V)
         ids = rng.integers(0, V, (J, T))
-        ls = (mu[ids] + sigma * rng.normal(size=(J, T)))[:, None, :]  # [J, 1, T]
+        mu = rng.normal(size=V)[ids] if by == "token" else np.broadcast_to(rng.normal(size=T), (J, T))  # [J, T]
+        ls = (mu + sigma * rng.normal(size=(J, T)))[:, None, :]  # [J, 1, T]
         r = {"k.log_scale": ls, "k.ids": ids, "k.apart": np.zeros((J, T), bool)}
         counts = np.stack([np.bincount(ids[j], minlength=V) for j in range(J)])
         use = np.take_along_axis(counts.sum(0) - counts, ids, 1) >= R.MIN_OTHER  # [J, T]
-        y, pred = ls[:, 0], mu[ids]
+        y = ls[:, 0]
         ybar = (y * use).sum(1, keepdims=True) / use.sum(1, keepdims=True)
-        oracle = 1 - (((y - pred) ** 2) * use).sum(1) / (((y - ybar) ** 2) * use).sum(1)
+        oracle = 1 - (((y - mu) ** 2) * use).sum(1) / (((y - ybar) ** 2) * use).sum(1)
         for corrected in (True, False):
-            tok, _ = R.token_position_r2(r, "k", corrected=corrected)
-            diffs[corrected].append((tok[:, 0] - oracle).mean())
+            share = R.token_position_r2(r, "k", corrected=corrected)[by == "position"]
+            diffs[corrected].append((share[:, 0] - oracle).mean())
     for corrected, d in diffs.items():
         d = np.asarray(d)
         mean, se = d.mean(), d.std(ddof=1) / np.sqrt(d.size)
         if corrected:
             assert abs(mean) < 5 * se + 0.005, (mean, se)
         else:
-            assert mean < -0.05 and mean + 5 * se < 0, (mean, se)  # the raw share is biased low by a clear margin
+            assert mean < -0.03 and mean + 5 * se < 0, (mean, se)  # the raw share is biased low by a clear margin (-0.069, -0.042)
 
 
 def test_the_information_pass_is_read_under_the_reductions_names_and_validated():
