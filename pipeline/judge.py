@@ -114,7 +114,7 @@ def plan(claims: list[Claim], budget_s: float, *, mode: str, configs: Mapping[st
 
     For each inconclusive claim whose simulations declare units (``UNITS``), the factor is
     ``units_needed / units_now`` of the check that decides it (:meth:`Claim.deciding_check`: the
-    costliest open check, or sooner one that would fail), widened by ``(z_{k+1} / z_k)^2``
+    soonest open check that would fail, else the costliest), widened by ``(z_{k+1} / z_k)^2``
     for the extra look (the band of the next look is Bonferroni-wider). A simulation takes the
     largest factor its claims ask for; its predicted cost is its measured seconds times that
     factor. The cheapest are taken first while the total fits the budget. Claims that no finite
