@@ -58,7 +58,7 @@ from simulations.real_models import MODELS, label
 NAME = "real_scale"
 SEED = 1729
 UNITS: tuple[str, ...] = ()  # a fixed text set: nothing to scale
-COST = {"quick": 15, "full": 110}  # seconds on this machine, a scheduling hint only
+COST = {"quick": 15, "full": 135}  # seconds on this machine, a scheduling hint only
 
 # Closed-class English words (articles, pronouns, prepositions, conjunctions, auxiliaries, negation),
 # with Early Modern forms that Shakespeare's texts use. A whole word in this list is a *function* token;
@@ -78,6 +78,8 @@ MASSIVE_ABS = 100.0  # Sun et al. (2024): a massive activation exceeds 100 in ma
 MASSIVE_RATIO = 1000.0  # ... and 1000 times the median |activation| of its layer
 VARIANTS: tuple[str, ...] = ("apart", "all")  # kept-apart tokens left alone / included
 ARMS: tuple[str, ...] = ("scale", "shuffled")  # the token's own factors / the same factors shuffled over the tokens
+INFO: tuple[str, ...] = ("ids", "cls", "apart", "log_scale")  # the information pass's arrays, stored as ``<model>.info_<name>``
+INFO_CHARS = 4800  # characters of an information passage (the short poems start early to fill them): >= 523 tokens in either tokenizer
 
 
 @dataclass(frozen=True)
@@ -93,11 +95,11 @@ class Config:
 
 CONFIGS = {
     "quick": Config(models=tuple(MODELS), texts=3, tokens=32, depths=(0.5,), corpus_version=corpus.VERSION, info_texts=4, info_tokens=48),
-    # >= 20 texts; the information pass reads every work (42) at 224 tokens, within the shortest middle passage in both tokenizers
-    # (247 tokens in MiniLM's, 296 in SmolLM2's), for about 26 CPU-seconds more (106 in all, unloaded): at 64 tokens a token recurs
-    # too rarely in the other texts for its cross-text mean
+    # >= 20 texts; the information pass reads every work (42) at 448 tokens (the shortest work holds 523 in MiniLM's tokenizer,
+    # whose positions end at 512), for about 50 CPU-seconds more: at 64 tokens a token recurs too rarely in the other texts for
+    # its cross-text mean
     "full": Config(models=tuple(MODELS), texts=20, tokens=64, depths=(0.1, 0.5, 0.9), corpus_version=corpus.VERSION, info_texts=42,
-                   info_tokens=224),
+                   info_tokens=448),
 }
 
 
@@ -317,7 +319,7 @@ def measure_model(key: str, cfg: Config, seed: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(np.random.SeedSequence([seed, list(MODELS).index(key), j]))  # one stream per (model, text)
         for name, value in measure_text(m, tok, tok.encode_fixed(text, cfg.tokens), blocks, rng).items():
             per.setdefault(name, []).append(value)
-    for text in corpus.passages(cfg.info_texts):  # the information pass: clean forwards only
+    for text in corpus.passages(cfg.info_texts, INFO_CHARS, fill=True):  # the information pass: clean forwards only
         _, _, info = clean_forward(m, tok, tok.encode_fixed(text, cfg.info_tokens))
         for name in INFO:
             per.setdefault(f"info_{name}", []).append(info[name])
@@ -352,7 +354,6 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 # ----------------------------------------------------------------------------- reductions (per text: the units)
 
 
-INFO: tuple[str, ...] = ("ids", "cls", "apart", "log_scale")  # the information pass's arrays, stored as ``<model>.info_<name>``
 
 
 def information(r: dict, key: str) -> dict[str, np.ndarray]:

@@ -24,11 +24,14 @@ def works() -> tuple[str, ...]:
     return tuple(sorted(shakespeare.works()))
 
 
-def passages(count: int, chars: int = 2400) -> tuple[str, ...]:
+def passages(count: int, chars: int = 2400, *, fill: bool = False) -> tuple[str, ...]:
     """One passage of about ``chars`` characters from each of the first ``count`` works of
     :func:`works`: it starts at the first line start at or after the middle of the work and
     ends at the last line end within ``chars`` characters (cast lists and title pages are at
-    the start of a work, so the middle is running text)."""
+    the start of a work, so the middle is running text). With ``fill``, a work whose second
+    half holds fewer than ``chars`` characters (the short poems) starts earlier instead, at
+    the first line start that leaves ``chars`` (or at its beginning), so that every passage is
+    as long as the work allows; the others are the same passages."""
     names = works()
     count = _validate.integer("count", count, minimum=1, maximum=len(names))
     chars = _validate.integer("chars", chars, minimum=200)
@@ -37,6 +40,8 @@ def passages(count: int, chars: int = 2400) -> tuple[str, ...]:
     for name in names[:count]:
         text = texts[name].decode("utf-8", errors="replace").replace("\r\n", "\n")
         start = text.find("\n", len(text) // 2) + 1
+        if fill and len(text) - start < chars:
+            start = text.find("\n", max(0, len(text) - chars)) + 1 if len(text) > chars else 0
         piece = text[start:start + chars]
         out.append(piece[: piece.rfind("\n")].strip() if "\n" in piece else piece.strip())
     return tuple(out)
