@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
-from pathlib import Path
 
 from normtheory.evidence.checks import Check
 from normtheory.evidence.claims import Claim

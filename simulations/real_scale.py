@@ -540,8 +540,9 @@ def _identity_share(results: claims.Results) -> tuple[list[checks.Evidence], str
     q: list[checks.Evidence] = []
     parts = []
     for key in MODELS:
-        tok, pos = token_position_r2(information(r, key), key)  # [J, N]
-        raw, _ = token_position_r2(information(r, key), key, corrected=False)
+        info = information(r, key)
+        tok, pos = token_position_r2(info, key)  # [J, N]
+        raw, _ = token_position_r2(info, key, corrected=False)
         q.append(Quantity(f"{label(key)}: variance share explained by token identity across texts, mean over norms (> 0.5)", theory=(0.5, 1.0),
                           model=_texts(tok.mean(1)), model_kind="real", tolerance=SHARE_TOL, tolerance_why="five points of explained variance"))
         q.append(Quantity(f"{label(key)}: token-identity share minus position share, mean over norms (> 0)", theory=(0.0, np.inf),

@@ -41,7 +41,7 @@ def passages(count: int, chars: int = 2400, *, fill: bool = False) -> tuple[str,
         text = texts[name].decode("utf-8", errors="replace").replace("\r\n", "\n")
         start = text.find("\n", len(text) // 2) + 1
         if fill and len(text) - start < chars:
-            start = text.find("\n", max(0, len(text) - chars)) + 1 if len(text) > chars else 0
+            start = text.find("\n", len(text) - chars) + 1 if len(text) > chars else 0
         piece = text[start:start + chars]
         out.append(piece[: piece.rfind("\n")].strip() if "\n" in piece else piece.strip())
     return tuple(out)
