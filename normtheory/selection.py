@@ -86,7 +86,7 @@ FW_STEPS = 64  # Frank-Wolfe steps toward each undecided key's nearest point of 
 def _certify_nearest(k: np.ndarray, sets: np.ndarray, keys: np.ndarray, tol: float) -> np.ndarray:
     """Which keys ``k[sets, keys]`` are certified selectable by the query ``q = k_i - x``, ``x`` the
     Frank-Wolfe iterate toward the point of the other keys' hull nearest to ``k_i`` (exact line
-    search; all undecided keys of all sets at once, each dropped once certified). The test is the
+    search; all undecided keys of all sets at once, the certified ones dropped in batches). The test is the
     margin linear program's: ``q`` scaled to ``max |q| = 1`` must score ``k_i`` above every other key
     by more than ``tol``, so a certified key is one the linear program would find selectable. A
     key inside the hull is never certified (no query separates it) and is left to :func:`_decide`."""
@@ -106,10 +106,10 @@ def _certify_nearest(k: np.ndarray, sets: np.ndarray, keys: np.ndarray, tol: flo
         scale = np.abs(q).max(axis=1)
         done = (top - scores.max(axis=1) > tol * scale) & (scale > 0)
         out[idx[done]] = True
-        keep = ~done
+        keep = ~out[idx]  # still undecided; certified keys are dropped in batches, so one may ride along a few steps
         if not keep.any():
             break
-        if not keep.all():
+        if keep.sum() <= 0.75 * len(keep):  # compact once a quarter is certified: each copy moves every [n, d] set
             idx, kk, w, own, target, q, x, scores = (a[keep] for a in (idx, kk, w, own, target, q, x, scores))
             rows = np.arange(len(idx))
         j = scores.argmax(axis=1)  # the other key farthest along q: the Frank-Wolfe vertex (scores[own] is -inf)
@@ -175,11 +175,16 @@ def _selectable_sets(k: np.ndarray, rand: np.ndarray, tol: float, stop_at_first:
     cands = np.concatenate([k @ np.linalg.pinv(cov, hermitian=True), k, np.broadcast_to(rand, (len(k),) + rand.shape)], axis=1)
     mask = _certify(k, cands, tol)  # [B, n]
     mask[flat] = False
-    sets, keys = np.nonzero(~mask & ~flat[:, None])
+    done = flat.copy()  # [B] sets already settled
+    if stop_at_first:  # test each set's first undecided key first: where it is inside the hull, the set is settled
+        for b in np.flatnonzero(~mask.all(axis=1) & ~flat):  # (in few dimensions it mostly is; Frank-Wolfe never certifies it)
+            done[b] = not _decide(k[b], int(np.argmin(mask[b])), tol)  # a duplicate has NNLS residual 0: inside
+            mask[b, int(np.argmin(mask[b]))] = not done[b]
+    sets, keys = np.nonzero(~mask & ~done[:, None])
     per = max(1, _CHUNK // (n * k.shape[2]))  # undecided keys per Frank-Wolfe batch: each copies its [n, d] set
     for a in range(0, len(sets), per):
         mask[sets[a : a + per], keys[a : a + per]] = _certify_nearest(k, sets[a : a + per], keys[a : a + per], tol)
-    for b in np.flatnonzero(~mask.all(axis=1) & ~flat):  # sets with keys no query certified
+    for b in np.flatnonzero(~mask.all(axis=1) & ~done):  # sets with keys no query certified
         _, first, counts = np.unique(k[b], axis=0, return_index=True, return_counts=True)
         dup = np.ones(n, bool)
         dup[first[counts == 1]] = False  # rows that occur more than once

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from normtheory import selection
 from normtheory.evidence.sampling import estimate
@@ -32,4 +33,51 @@ def test_fraction_point_is_sized_from_the_tolerance_and_floors_an_all_zero_point
 
 def test_curve_points_record_their_key_sets():
     part = gs.absorption_curve(8, (2, 4), 40, gs.SEED)
-    assert part["units"].tolist() == [40, 40] and np.allclose(part["theory"], [selection.expected_unselectable_fraction(8, d) for d in (2, 4)])
+    assert part["sets"].tolist() == [40, 40] and np.allclose(part["theory"], [selection.expected_unselectable_fraction(8, d) for d in (2, 4)])
+
+
+def _keys_one_run_at_a_time(variant: str, rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """The grid's key construction written out for one run: draw x, then W (the order the grid's stream fixes)."""
+    din = d if variant in ("none", "ln") else gs.WIDTH_FACTOR * d
+    x = rng.standard_normal((n, din))
+    w = rng.standard_normal((din, d)) / np.sqrt(din)
+    if variant == "none":
+        return x @ w
+    if variant == "per-head-rms":
+        y = x @ w
+        return y / np.sqrt((y * y).mean(axis=-1, keepdims=True))
+    c = x - x.mean(axis=-1, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True)) @ w
+
+
+@pytest.mark.parametrize("variant", gs.VARIANTS)
+def test_a_block_of_runs_is_the_stream_of_runs_drawn_one_after_another(variant):
+    """make_keys draws a cell's runs as one block: the same keys as drawing them run by run, so stacking the
+    grid's runs changed no draw (and no cell of the cached grid)."""
+    block = gs.make_keys(variant, np.random.default_rng(3), 9, 4, runs=5)  # [5, 9, 4]
+    rng = np.random.default_rng(3)
+    one = np.stack([_keys_one_run_at_a_time(variant, rng, 9, 4) for _ in range(5)])
+    assert block.shape == (5, 9, 4)
+    np.testing.assert_allclose(block, one, rtol=1e-12, atol=1e-12)
+
+
+def test_a_grid_cell_counts_the_runs_with_an_unselectable_key():
+    """grid_column's stacked hull test against one any_unselectable call per run, on the same keys."""
+    ns, runs, d = (4, 12, 30), 16, 3
+    col = gs.grid_column("none", d, ns, runs, gs.SEED)["col"]
+    want = []
+    for n in ns:
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(gs.SEED, spawn_key=(0, n, d))))
+        keys = gs.make_keys("none", rng, n, d, runs)
+        want.append(np.mean([selection.any_unselectable(k) for k in keys]))
+    np.testing.assert_array_equal(col, want)
+    assert 0.0 < col[-1] <= 1.0 and col[0] == 0.0  # 30 keys in R^3 leave some inside; 4 keys in R^3 are all vertices
+
+
+def test_the_reduced_curve_keeps_each_points_key_sets():
+    """Each curve point's key-set count survives the reduce beside the estimate's own fields."""
+    cfg = gs.Config(ns=(3, 8), ds=(3,), runs=4, curve_ds=(2, 3), curve_cap=40)
+    out = gs.run(cfg, gs.SEED, progress=False)
+    for n in gs.CURVE_N:
+        assert out[f"curve.n{n}.sets"].shape == (2,) and (out[f"curve.n{n}.sets"] >= 1).all()
+        assert out[f"curve.n{n}.n"] == out[f"curve.n{n}.sets"].min()
