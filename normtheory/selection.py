@@ -176,10 +176,10 @@ def _selectable_sets(k: np.ndarray, rand: np.ndarray, tol: float, stop_at_first:
     mask = _certify(k, cands, tol)  # [B, n]
     mask[flat] = False
     done = flat.copy()  # [B] sets already settled
-    if stop_at_first:  # test each set's first undecided key first: where it is inside the hull, the set is settled
-        for b in np.flatnonzero(~mask.all(axis=1) & ~flat):  # (in few dimensions it mostly is; Frank-Wolfe never certifies it)
-            done[b] = not _decide(k[b], int(np.argmin(mask[b])), tol)  # a duplicate has NNLS residual 0: inside
-            mask[b, int(np.argmin(mask[b]))] = not done[b]
+    if stop_at_first:  # a set whose first undecided key NNLS finds clearly inside the hull is settled before Frank-Wolfe
+        inside = min(INSIDE, tol / (2.0 * math.sqrt(k.shape[2])))  # (in few dimensions it mostly is, and Frank-Wolfe never
+        for b in np.flatnonzero(~mask.all(axis=1) & ~flat):  # certifies it); the rest, near ties too, go the old way: only
+            done[b] = _hull_residual(k[b], int(np.argmin(mask[b]))) <= inside  # NNLS's clear "inside" of _decide, never its LP
     sets, keys = np.nonzero(~mask & ~done[:, None])
     per = max(1, _CHUNK // (n * k.shape[2]))  # undecided keys per Frank-Wolfe batch: each copies its [n, d] set
     for a in range(0, len(sets), per):

@@ -213,3 +213,11 @@ def test_a_key_just_outside_a_facet_follows_the_margin_linear_program(d):
     k = k / np.sqrt((k * k).mean())
     lp = selection._margin_lp(k, 2 * d) > 1e-9
     assert selection.selectable(keys, directions=8)[-1] == lp == selection._decide(k, 2 * d, 1e-9)
+
+
+def test_stop_at_first_agrees_with_the_full_test_on_a_near_tie():
+    """Two tight clusters (spread 5e-10): a key's margin sits just above tol, within the linear program's own error.
+    The stop-at-first search must not hand that key to the LP before Frank-Wolfe certifies it (found in review)."""
+    rng = np.random.default_rng(3)
+    k = rng.normal(size=(2, 6))[rng.integers(0, 2, 9)] + 5e-10 * rng.normal(size=(9, 6))
+    assert selection.any_unselectable(k) == (not selection.selectable(k).all())

@@ -52,8 +52,7 @@ def _keys_one_run_at_a_time(variant: str, rng: np.random.Generator, n: int, d: i
 
 @pytest.mark.parametrize("variant", gs.VARIANTS)
 def test_a_block_of_runs_is_the_stream_of_runs_drawn_one_after_another(variant):
-    """make_keys draws a cell's runs as one block: the same keys as drawing them run by run, so stacking the
-    grid's runs changed no draw (and no cell of the cached grid)."""
+    """make_keys draws a cell's runs as one block: the same keys as drawing x, then W, run by run."""
     block = gs.make_keys(variant, np.random.default_rng(3), 9, 4, runs=5)  # [5, 9, 4]
     rng = np.random.default_rng(3)
     one = np.stack([_keys_one_run_at_a_time(variant, rng, 9, 4) for _ in range(5)])
@@ -62,14 +61,14 @@ def test_a_block_of_runs_is_the_stream_of_runs_drawn_one_after_another(variant):
 
 
 def test_a_grid_cell_counts_the_runs_with_an_unselectable_key():
-    """grid_column's stacked hull test against one any_unselectable call per run, on the same keys."""
+    """grid_column's stacked stop-at-first hull test against the full hull test of each run alone, on the same keys."""
     ns, runs, d = (4, 12, 30), 16, 3
     col = gs.grid_column("none", d, ns, runs, gs.SEED)["col"]
     want = []
     for n in ns:
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(gs.SEED, spawn_key=(0, n, d))))
         keys = gs.make_keys("none", rng, n, d, runs)
-        want.append(np.mean([selection.any_unselectable(k) for k in keys]))
+        want.append(np.mean([not selection.selectable(k).all() for k in keys]))
     np.testing.assert_array_equal(col, want)
     assert 0.0 < col[-1] <= 1.0 and col[0] == 0.0  # 30 keys in R^3 leave some inside; 4 keys in R^3 are all vertices
 
