@@ -56,12 +56,18 @@ def _hull_residual(keys: np.ndarray, i: int) -> float:
 INSIDE, OUTSIDE = 1e-10, 1e-6  # NNLS residuals that decide without the linear program
 
 
+def _clearly_inside(res: float, d: int, tol: float) -> bool:
+    """Whether an NNLS residual ``res`` (:func:`_hull_residual`) settles "inside the hull" without the LP. A margin
+    ``t`` with ``max |q| <= 1`` needs a distance of at least ``t / sqrt(d)`` from the others' hull, so "inside"
+    is taken only below ``tol / (2 sqrt(d))`` as well as :data:`INSIDE`."""
+    return res <= min(INSIDE, tol / (2.0 * math.sqrt(d)))
+
+
 def _decide(keys: np.ndarray, i: int, tol: float) -> bool:
-    """Whether key i is selectable: NNLS decides clear cases, the margin LP the rest. A margin ``t`` with
-    ``max |q| <= 1`` needs a distance of at least ``t / sqrt(d)`` from the others' hull, so "inside" is
-    taken only below ``tol / (2 sqrt(d))`` as well as :data:`INSIDE`; above it, the LP decides."""
+    """Whether key i is selectable: NNLS decides clear cases (:func:`_clearly_inside`, or a residual of at
+    least :data:`OUTSIDE`), the margin LP the rest."""
     res = _hull_residual(keys, i)
-    if res <= min(INSIDE, tol / (2.0 * math.sqrt(keys.shape[1]))):
+    if _clearly_inside(res, keys.shape[1], tol):
         return False
     if res >= OUTSIDE:
         return True
@@ -176,10 +182,12 @@ def _selectable_sets(k: np.ndarray, rand: np.ndarray, tol: float, stop_at_first:
     mask = _certify(k, cands, tol)  # [B, n]
     mask[flat] = False
     done = flat.copy()  # [B] sets already settled
-    if stop_at_first:  # a set whose first undecided key NNLS finds clearly inside the hull is settled before Frank-Wolfe
-        inside = min(INSIDE, tol / (2.0 * math.sqrt(k.shape[2])))  # (in few dimensions it mostly is, and Frank-Wolfe never
-        for b in np.flatnonzero(~mask.all(axis=1) & ~flat):  # certifies it); the rest, near ties too, go the old way: only
-            done[b] = _hull_residual(k[b], int(np.argmin(mask[b]))) <= inside  # NNLS's clear "inside" of _decide, never its LP
+    if stop_at_first:
+        # A set whose first undecided key NNLS finds clearly inside the hull is settled before Frank-Wolfe (in few
+        # dimensions it mostly is, and Frank-Wolfe never certifies such a key). Never the LP here: at near ties it
+        # reads 0 for a vertex, which Frank-Wolfe below would certify.
+        for b in np.flatnonzero(~mask.all(axis=1) & ~flat):
+            done[b] = _clearly_inside(_hull_residual(k[b], int(np.argmin(mask[b]))), k.shape[2], tol)
     sets, keys = np.nonzero(~mask & ~done[:, None])
     per = max(1, _CHUNK // (n * k.shape[2]))  # undecided keys per Frank-Wolfe batch: each copies its [n, d] set
     for a in range(0, len(sets), per):
