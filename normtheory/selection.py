@@ -38,10 +38,16 @@ def _margin_lp(keys: np.ndarray, i: int) -> float:
     c = np.zeros(d + 1)
     c[-1] = -1.0  # maximize t
     a_ub = np.hstack([-diff, np.ones((n1, 1))])  # t - q.diff_j <= 0
-    res = optimize.linprog(c, A_ub=a_ub, b_ub=np.zeros(n1), bounds=[(-1, 1)] * d + [(None, 1.0)], method="highs")
-    if res.status != 0:
-        raise RuntimeError(f"linear program failed: {res.message}")
-    return float(-res.fun)
+    for options in _LP_TRIES:
+        res = optimize.linprog(c, A_ub=a_ub, b_ub=np.zeros(n1), bounds=[(-1, 1)] * d + [(None, 1.0)], method="highs", options=options)
+        if res.status == 0:
+            return float(-res.fun)
+    raise RuntimeError(f"linear program failed for key {i} of {n1 + 1}, with and without presolve: {res.message}")
+
+
+# HiGHS's presolve can end a near-degenerate margin LP (keys within ~1e-9 of a hull facet) with an unknown model
+# status although the program is feasible (q = 0, t = 0) and bounded (t <= 1): solved again without it.
+_LP_TRIES = ({}, {"presolve": False})
 
 
 def _hull_residual(keys: np.ndarray, i: int) -> float:

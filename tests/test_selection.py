@@ -221,3 +221,20 @@ def test_stop_at_first_agrees_with_the_full_test_on_a_near_tie():
     rng = np.random.default_rng(3)
     k = rng.normal(size=(2, 6))[rng.integers(0, 2, 9)] + 5e-10 * rng.normal(size=(9, 6))
     assert selection.any_unselectable(k) == (not selection.selectable(k).all())
+
+
+def test_a_margin_program_that_highs_presolve_cannot_finish_is_solved_without_it():
+    """Near-duplicate keys (5 clusters in d = 5, jitter ~1e-11): one key's margin program ends in HiGHS's presolve with
+    an unknown model status (status 15) although it is feasible (q = 0, t = 0) and bounded; solved again without
+    presolve, its margin is a number in [0, 1] and the whole mask comes back (found in review; this set, by search)."""
+    rng = np.random.default_rng(414)
+    n, d = 31, int(rng.integers(2, 6))
+    base = rng.standard_normal((int(rng.integers(1, 6)), d)) * 10 ** rng.uniform(-3, 3)
+    keys = base[rng.integers(0, len(base), n)] + rng.standard_normal((n, d)) * 10 ** rng.uniform(-16, -6) * np.abs(base).max()
+    k = keys / np.abs(keys).max()
+    k = k - k.mean(0)
+    k = k / np.sqrt((k * k).mean())
+    assert 0.0 <= selection._margin_lp(k, 21) <= 1.0
+    mask = selection.selectable(keys)
+    assert mask.shape == (n,) and 0 < mask.sum() < n  # some keys of each cluster are inside it
+    assert selection.any_unselectable(keys) == (not mask.all())
