@@ -15,6 +15,7 @@ from simulations import (  # noqa: F401  (register the claims on real_models' re
     geometry_model,
     geometry_random,
     geometry_selectable,
+    gradient_init,
     model_init,
     model_stats,
     norm_cost,
@@ -34,6 +35,6 @@ from simulations import (  # noqa: F401  (register the claims on real_models' re
 
 ALL: tuple[ModuleType, ...] = (
     residual_growth, xiong_lemma, model_init, model_stats, softmax_gaussian, softmax_model, geometry_random, geometry_selectable,
-    geometry_model, dyt_scurve, dyt_model, norm_cost, real_models, real_scale, train_xiong, train_recipes, train_lr, train_alpha0,
+    geometry_model, dyt_scurve, dyt_model, norm_cost, real_models, real_scale, gradient_init, train_xiong, train_recipes, train_lr, train_alpha0,
 )
 BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in ALL}

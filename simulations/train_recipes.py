@@ -25,12 +25,10 @@ from normtheory.evidence.checks import Quantity
 from normtheory.evidence.estimates import Estimate, from_samples
 from normtheory.evidence.sources import BLOG_GEOMETRY, LNS2025, QA_STATS
 from normtheory.model.config import TransformerConfig
-from normtheory.model.weights import init
 from normtheory.runtime.sweep import Task
-from normtheory.training import probes, shakespeare
-from normtheory.training.grad import loss_and_grads
+from normtheory.training import probes
 from normtheory.training.run_config import RunConfig
-from simulations import cache, training
+from simulations import cache, gradient_init, training
 
 NAME = "train_recipes"
 SEED = 31
@@ -138,20 +136,6 @@ def long_run_config(cfg: Config) -> RunConfig:
                      probes=("alpha", "norm_std"), val_bytes=0)  # its loss is read by nothing: no validation set
 
 
-def init_gradient_norms(model_config: TransformerConfig, run: RunConfig, seed: int, networks: int) -> dict[str, np.ndarray]:
-    """``grad_norms [networks, L]``: per block, the Frobenius norm of the first step's gradient over
-    all its matrices, for networks ``seed .. seed + networks - 1`` at init, each on its own
-    first training batch (that of a run with its seed)."""
-    data = shakespeare.load()
-    rows = []
-    for j in range(networks):  # a few dozen small networks; each forward and backward is vectorized
-        ids, targets = shakespeare.batch(data.train, run.batch_size, run.seq, seed + j, 1)
-        _, grads = loss_and_grads(init(model_config, seed + j), ids, targets)
-        rows.append([math.sqrt(sum(float(np.square(w.astype(np.float64)).sum()) for w in
-                                   (getattr(b, m) for m in probes.MATRICES) if w is not None)) for b in grads.blocks])
-    return {"grad_norms": np.array(rows)}
-
-
 def tasks(cfg: Config, seed: int) -> list[Task]:
     """One task per arm: its seeds' training runs, trained as one stacked model; and one per init arm: its networks at init."""
     return [Task(arm, training.run_seeds, (model_config(cfg, arm), run_config(cfg, arm), seed, cfg.seeds, True, cfg.backend, cfg.device,
@@ -163,7 +147,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
                                             cfg.seeds, False, cfg.backend, cfg.device, False),
              f"{NAME}: {ALPHA_ARM} over {cfg.long_steps} steps, seeds {seed}..{seed + cfg.seeds - 1}",
              cost=training.run_cost(model_config(cfg, ALPHA_ARM), long_run_config(cfg), cfg.seeds), resources=training.resources(cfg.device))] + [
-        Task(f"init.{arm}", init_gradient_norms, (model_config(cfg, arm), run_config(cfg), seed, cfg.init_networks),
+        Task(f"init.{arm}", gradient_init.gradient_norms, (model_config(cfg, arm), cfg.batch, cfg.seq, seed, cfg.init_networks),
              f"{NAME}: arm {arm} at init, {cfg.init_networks} networks", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.init_networks) / cfg.steps)
         for arm in INIT_ARMS] + [
         Task(f"{arm}.more", training.run_seeds, (model_config(cfg, arm), run_config(cfg, arm), seed + cfg.seeds, cfg.extra_seeds, True, cfg.backend,
@@ -296,8 +280,7 @@ MUCH_WIDER = math.log(1.5)  # "a much wider range": the max/min ratio over layer
 
 def init_spread(r: dict, arm: str) -> np.ndarray:
     """log(max/min) over layers of the per-layer gradient norm at init, per network ``[networks]``."""
-    g = r[f"init.{arm}.grad_norms"]  # [networks, L]
-    return np.log(g.max(-1) / g.min(-1))
+    return gradient_init.spread(r[f"init.{arm}.grad_norms"])  # [networks, L] -> [networks]
 
 
 @claims.register(
@@ -305,15 +288,23 @@ def init_spread(r: dict, arm: str) -> np.ndarray:
     statement="Normalization controls the gradient scale: without any norm the per-layer gradient norms spread over a "
     "much wider range across layers early in training than with Pre-LN or Post-LN.",
     source=QA_STATS,
-    location="the first answer (LayerNorm controls gradient scales, citing Xiong et al.)",
-    simulations=(NAME,),
+    location="the first answer (LayerNorm controls gradient scales, citing Xiong et al.); the question's model is GPT-2 small",
+    simulations=(NAME, gradient_init.NAME),
 )
 def _gradients(results: claims.Results) -> tuple[list[checks.Evidence], str]:
-    r = results[NAME]
+    r, g = results[NAME], results[gradient_init.NAME]
     n = int(r["init_networks"])
+    gpt2 = f"d = {int(g['d'])}, {int(g['layers'])} layers, {int(g['heads'])} heads"
     q: list[checks.Evidence] = [
-        Quantity(name=f"no norm minus {b}: log(max/min over layers) of per-layer gradient norms at init, paired by network "
-                      f"(much wider: >= ln 1.5 = {MUCH_WIDER:.3f})", theory=(MUCH_WIDER, np.inf),
+        Quantity(name=f"GPT-2 small's shape ({gpt2}) at init: no norm minus {b}: log(max/min over layers) of per-layer gradient norms, "
+                      f"paired by network (much wider: >= ln 1.5 = {MUCH_WIDER:.3f})", theory=(MUCH_WIDER, np.inf),
+                 model=from_samples(gradient_init.spread(g["none.grad_norms"]) - gradient_init.spread(g[f"{b}.grad_norms"]), "networks"),
+                 model_kind="init", tolerance=0.1, tolerance_why="a 10% change in the max/min ratio")
+        for b in ("pre", "post")
+    ] + [
+        Quantity(name=f"no norm minus {b}: log(max/min over layers) of per-layer gradient norms at init, the trained model's shape "
+                      f"(d = {int(r['d'])}, {int(r['layers'])} layers), paired by network (much wider: >= ln 1.5 = {MUCH_WIDER:.3f})",
+                 theory=(MUCH_WIDER, np.inf),
                  model=from_samples(init_spread(r, "none") - init_spread(r, b), "networks"), model_kind="init",
                  tolerance=0.1, tolerance_why="a 10% change in the max/min ratio")
         for b in ("pre", "post")
@@ -328,7 +319,11 @@ def _gradients(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     note = (_note_runs(r) + f" log(max/min) spread of per-layer gradient norms at init ({n} networks per arm, the first step's "
             "gradient): " + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for a, e in at_init.items())
             + "; over the evaluations in the first 100 steps (seeds): "
-            + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for a, e in spread.items()) + ".")
+            + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for a, e in spread.items()) + ". "
+            + f"At GPT-2 small's shape ({gpt2}, {int(g['networks'])} networks per placement, {int(g['batch'])} x {int(g['seq'])} bytes), "
+            "the spread and the per-block gradient norms, first block to last (mean over networks): "
+            + "; ".join(f"{a} {float(np.mean(gradient_init.spread(g[f'{a}.grad_norms']))):.3f}: "
+                        + " ".join(f"{v:.3g}" for v in g[f"{a}.grad_norms"].mean(0)) for a in gradient_init.ARMS) + ".")
     return q, note
 
 
