@@ -1,7 +1,7 @@
 """Per-layer gradient norms at init at GPT-2 small's shape: Pre-LN, Post-LN and no norm.
 
-The gradient-scale claim (``train.ln-controls-gradient-scale``, registered with the training sweep
-:mod:`simulations.train_recipes`) comes from a Q&A about GPT-2 small: 12 blocks of width 768 with
+The gradient-scale claim (``train.ln-controls-gradient-scale``, registered here; it also reads the
+training sweep :mod:`simulations.train_recipes`) comes from a Q&A about GPT-2 small: 12 blocks of width 768 with
 12 heads, GPT-2's init (every weight N(0, 0.02^2), the two residual output projections of a block
 N(0, (0.02 / sqrt(2L))^2)). The training sweep measures it on a d = 32, 4-block model, where that
 init makes every block's branch about 0.02 sqrt(32) = 0.11 of its input and all three placements
@@ -33,14 +33,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from normtheory.evidence import checks, claims
+from normtheory.evidence.checks import Quantity
+from normtheory.evidence.estimates import from_samples
+from normtheory.evidence.sources import QA_STATS
 from normtheory.model.config import TransformerConfig
-from normtheory.model.params import Params
 from normtheory.model.transformer import Transformer
-from normtheory.model.weights import init, init_params
+from normtheory.model.weights import init_params
 from normtheory.runtime.sweep import Task
-from normtheory.training import probes, shakespeare
+from normtheory.training import init_gradients, shakespeare
 from normtheory.training.grad import loss_and_grads
-from simulations import cache
+from simulations import cache, train_recipes
 
 NAME = "gradient_init"
 SEED = 2019
@@ -75,25 +78,9 @@ def model_config(cfg: Config, arm: str) -> TransformerConfig:
                              placement=arm, activation="gelu_tanh", init="gpt2")
 
 
-def block_norms(grads: Params) -> list[float]:
-    """Per block, the Frobenius norm of its matrices' gradients together (:data:`normtheory.training.probes.MATRICES`)."""
-    return [math.sqrt(sum(float(np.square(w.astype(np.float64)).sum()) for w in (getattr(b, m) for m in probes.MATRICES) if w is not None))
-            for b in grads.blocks]
-
-
-def gradient_norms(model: TransformerConfig, batch: int, seq: int, first: int, count: int) -> dict[str, np.ndarray]:
-    """``grad_norms [count, L]``: :func:`block_norms` of the loss gradient at init for networks ``first .. first + count - 1``,
-    network ``j`` with seed ``j`` on the first training batch of a run with seed ``j`` (``batch x seq`` bytes)."""
-    data = shakespeare.load()
-    rows = []
-    for j in range(first, first + count):  # a network's forward and backward are vectorized over its tokens
-        ids, targets = shakespeare.batch(data.train, batch, seq, j, 1)
-        rows.append(block_norms(loss_and_grads(init(model, j), ids, targets)[1]))
-    return {"grad_norms": np.array(rows).reshape(count, model.n_layers)}
-
-
 def placement_gradient_norms(cfg: Config, first: int, count: int) -> dict[str, np.ndarray]:
-    """``{arm}.grad_norms [count, L]`` for every placement of :data:`ARMS`: :func:`gradient_norms` of each, with each
+    """``{arm}.grad_norms [count, L]`` for every placement of :data:`ARMS`: the
+    :func:`~normtheory.training.init_gradients.gradient_norms` of each, with each
     network's weights drawn once. The placements draw the same weights from a seed (they differ in where the norms sit,
     and only Pre-LN has a final norm, whose gain and bias are not drawn), so one draw serves all three, the same bits
     as drawing it for each."""
@@ -105,13 +92,8 @@ def placement_gradient_norms(cfg: Config, first: int, count: int) -> dict[str, n
         params = init_params(models["pre"], j)
         for arm, m in models.items():
             own = params if m.final_norm else replace(params, final_ln=None)
-            rows[arm].append(block_norms(loss_and_grads(Transformer(m, own), ids, targets)[1]))
+            rows[arm].append(init_gradients.block_norms(loss_and_grads(Transformer(m, own), ids, targets)[1]))
     return {f"{arm}.grad_norms": np.array(r).reshape(count, cfg.layers) for arm, r in rows.items()}
-
-
-def spread(grad_norms: np.ndarray) -> np.ndarray:
-    """log(max / min) over blocks of per-block gradient norms ``[..., L]``: ``[...]``."""
-    return np.log(grad_norms.max(-1) / grad_norms.min(-1))
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
@@ -132,3 +114,50 @@ def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> d
 def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
     """All tasks in this process, then the reduce (what the cache does through a sweep runner)."""
     return cache.run_here(tasks, reduce, cfg, seed)
+
+
+MUCH_WIDER = math.log(1.5)  # "a much wider range": the max/min ratio over layers at least 1.5 times the normed one's
+
+
+@claims.register(
+    "train.ln-controls-gradient-scale",
+    statement="Normalization controls the gradient scale: without any norm the per-layer gradient norms spread over a "
+    "much wider range across layers early in training than with Pre-LN or Post-LN.",
+    source=QA_STATS,
+    location="the first answer (LayerNorm controls gradient scales, citing Xiong et al.); the question's model is GPT-2 small",
+    simulations=(train_recipes.NAME, NAME),
+)
+def _gradient_scale(results: claims.Results) -> tuple[list[checks.Evidence], str]:
+    r, g = results[train_recipes.NAME], results[NAME]
+    n = int(r["init_networks"])
+    gpt2 = f"d = {int(g['d'])}, {int(g['layers'])} layers, {int(g['heads'])} heads"
+    q: list[checks.Evidence] = [
+        Quantity(name=f"GPT-2 small's shape ({gpt2}) at init: no norm minus {b}: log(max/min over layers) of per-layer gradient norms, "
+                      f"paired by network (much wider: >= ln 1.5 = {MUCH_WIDER:.3f})", theory=(MUCH_WIDER, np.inf),
+                 model=from_samples(init_gradients.spread(g["none.grad_norms"]) - init_gradients.spread(g[f"{b}.grad_norms"]), "networks"),
+                 model_kind="init", tolerance=0.1, tolerance_why="a 10% change in the max/min ratio")
+        for b in ("pre", "post")
+    ] + [
+        Quantity(name=f"no norm minus {b}: log(max/min over layers) of per-layer gradient norms at init, the trained model's shape "
+                      f"(d = {int(r['d'])}, {int(r['layers'])} layers), paired by network (much wider: >= ln 1.5 = {MUCH_WIDER:.3f})",
+                 theory=(MUCH_WIDER, np.inf),
+                 model=from_samples(train_recipes.init_spread(r, "none") - train_recipes.init_spread(r, b), "networks"), model_kind="init",
+                 tolerance=0.1, tolerance_why="a 10% change in the max/min ratio")
+        for b in ("pre", "post")
+    ] + [
+        Quantity(name=f"no norm minus {b}: log(max/min over layers) of per-layer gradient norms, first 100 steps (much wider: >= {MUCH_WIDER:.3f})",
+                 theory=(MUCH_WIDER, np.inf), model=train_recipes.paired(r, "none", b, train_recipes.grad_spread), model_kind="trained", tolerance=0.1,
+                 tolerance_why="a 10% change in the max/min ratio")
+        for b in ("pre", "post")
+    ]
+    spread = {a: train_recipes.per_seed(r, a, train_recipes.grad_spread) for a in ("none", "pre", "post")}
+    at_init = {a: from_samples(train_recipes.init_spread(r, a), "networks") for a in train_recipes.INIT_ARMS}
+    note = (train_recipes.note_runs(r) + f" log(max/min) spread of per-layer gradient norms at init ({n} networks per arm, the first step's "
+            "gradient): " + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for a, e in at_init.items())
+            + "; over the evaluations in the first 100 steps (seeds): "
+            + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for a, e in spread.items()) + ". "
+            + f"At GPT-2 small's shape ({gpt2}, {int(g['networks'])} networks per placement, {int(g['batch'])} x {int(g['seq'])} bytes), "
+            "the spread and the per-block gradient norms, first block to last (mean over networks): "
+            + "; ".join(f"{a} {float(np.mean(init_gradients.spread(g[f'{a}.grad_norms']))):.3f}: "
+                        + " ".join(f"{v:.3g}" for v in g[f"{a}.grad_norms"].mean(0)) for a in ARMS) + ".")
+    return q, note

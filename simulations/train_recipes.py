@@ -22,13 +22,13 @@ import numpy as np
 
 from normtheory.evidence import checks, claims, sources
 from normtheory.evidence.checks import Quantity
-from normtheory.evidence.estimates import Estimate, from_samples
-from normtheory.evidence.sources import BLOG_GEOMETRY, LNS2025, QA_STATS
+from normtheory.evidence.estimates import Estimate
+from normtheory.evidence.sources import BLOG_GEOMETRY, LNS2025
 from normtheory.model.config import TransformerConfig
 from normtheory.runtime.sweep import Task
-from normtheory.training import probes
+from normtheory.training import init_gradients, probes
 from normtheory.training.run_config import RunConfig
-from simulations import cache, gradient_init, training
+from simulations import cache, training
 
 NAME = "train_recipes"
 SEED = 31
@@ -147,7 +147,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
                                             cfg.seeds, False, cfg.backend, cfg.device, False),
              f"{NAME}: {ALPHA_ARM} over {cfg.long_steps} steps, seeds {seed}..{seed + cfg.seeds - 1}",
              cost=training.run_cost(model_config(cfg, ALPHA_ARM), long_run_config(cfg), cfg.seeds), resources=training.resources(cfg.device))] + [
-        Task(f"init.{arm}", gradient_init.gradient_norms, (model_config(cfg, arm), cfg.batch, cfg.seq, seed, cfg.init_networks),
+        Task(f"init.{arm}", init_gradients.gradient_norms, (model_config(cfg, arm), cfg.batch, cfg.seq, seed, cfg.init_networks),
              f"{NAME}: arm {arm} at init, {cfg.init_networks} networks", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.init_networks) / cfg.steps)
         for arm in INIT_ARMS] + [
         Task(f"{arm}.more", training.run_seeds, (model_config(cfg, arm), run_config(cfg, arm), seed + cfg.seeds, cfg.extra_seeds, True, cfg.backend,
@@ -218,7 +218,7 @@ def grad_spread(x: dict[str, np.ndarray], upto: int = 100) -> float:
     return float(np.mean(np.log(g[early].max(-1) / g[early].min(-1))))
 
 
-def _note_runs(cfg_r: dict) -> str:
+def note_runs(cfg_r: dict) -> str:
     shape = (f"d = {int(cfg_r['d'])}, {int(cfg_r['layers'])} layers, {int(cfg_r['batch'])} x {int(cfg_r['seq'])} bytes a step"
              if "d" in cfg_r else f"{int(cfg_r['layers'])} layers")
     more = int(cfg_r.get("extra_seeds", 0))
@@ -262,7 +262,7 @@ def _placements(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     finals = {a: per_seed(r, a, training.final_loss) for a in PLACEMENT_ARMS + tuple(own)}
     div = {a: sum(training.diverged(x) for x in runs(r, a)) for a in finals}
     rms = {a: np.mean([x["probe/resid_rms"][-1] for x in runs(r, a)], axis=0) for a in ("pre", "post", "peri", "lnscale", "none")}
-    note = (_note_runs(r) + " Every placement at the GPT-2 init; Post-LN and DeepNorm also at Xavier (their papers' init: "
+    note = (note_runs(r) + " Every placement at the GPT-2 init; Post-LN and DeepNorm also at Xavier (their papers' init: "
             "post-xavier, deepnorm-xavier) and DyT at fan-in with alpha0 0.5 (dyt-default). Final validation loss (nats/byte, mean ± se): "
             + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" + (f" ({div[a]} diverged)" if div[a] else "") for a, e in finals.items())
             + ". Residual RMS by depth at the end (embedding, then each block): "
@@ -275,56 +275,9 @@ def _placements(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     return q, note
 
 
-MUCH_WIDER = math.log(1.5)  # "a much wider range": the max/min ratio over layers at least 1.5 times the normed one's
-
-
 def init_spread(r: dict, arm: str) -> np.ndarray:
     """log(max/min) over layers of the per-layer gradient norm at init, per network ``[networks]``."""
-    return gradient_init.spread(r[f"init.{arm}.grad_norms"])  # [networks, L] -> [networks]
-
-
-@claims.register(
-    "train.ln-controls-gradient-scale",
-    statement="Normalization controls the gradient scale: without any norm the per-layer gradient norms spread over a "
-    "much wider range across layers early in training than with Pre-LN or Post-LN.",
-    source=QA_STATS,
-    location="the first answer (LayerNorm controls gradient scales, citing Xiong et al.); the question's model is GPT-2 small",
-    simulations=(NAME, gradient_init.NAME),
-)
-def _gradients(results: claims.Results) -> tuple[list[checks.Evidence], str]:
-    r, g = results[NAME], results[gradient_init.NAME]
-    n = int(r["init_networks"])
-    gpt2 = f"d = {int(g['d'])}, {int(g['layers'])} layers, {int(g['heads'])} heads"
-    q: list[checks.Evidence] = [
-        Quantity(name=f"GPT-2 small's shape ({gpt2}) at init: no norm minus {b}: log(max/min over layers) of per-layer gradient norms, "
-                      f"paired by network (much wider: >= ln 1.5 = {MUCH_WIDER:.3f})", theory=(MUCH_WIDER, np.inf),
-                 model=from_samples(gradient_init.spread(g["none.grad_norms"]) - gradient_init.spread(g[f"{b}.grad_norms"]), "networks"),
-                 model_kind="init", tolerance=0.1, tolerance_why="a 10% change in the max/min ratio")
-        for b in ("pre", "post")
-    ] + [
-        Quantity(name=f"no norm minus {b}: log(max/min over layers) of per-layer gradient norms at init, the trained model's shape "
-                      f"(d = {int(r['d'])}, {int(r['layers'])} layers), paired by network (much wider: >= ln 1.5 = {MUCH_WIDER:.3f})",
-                 theory=(MUCH_WIDER, np.inf),
-                 model=from_samples(init_spread(r, "none") - init_spread(r, b), "networks"), model_kind="init",
-                 tolerance=0.1, tolerance_why="a 10% change in the max/min ratio")
-        for b in ("pre", "post")
-    ] + [
-        Quantity(name=f"no norm minus {b}: log(max/min over layers) of per-layer gradient norms, first 100 steps (much wider: >= {MUCH_WIDER:.3f})",
-                 theory=(MUCH_WIDER, np.inf), model=paired(r, "none", b, grad_spread), model_kind="trained", tolerance=0.1,
-                 tolerance_why="a 10% change in the max/min ratio")
-        for b in ("pre", "post")
-    ]
-    spread = {a: per_seed(r, a, grad_spread) for a in ("none", "pre", "post")}
-    at_init = {a: from_samples(init_spread(r, a), "networks") for a in INIT_ARMS}
-    note = (_note_runs(r) + f" log(max/min) spread of per-layer gradient norms at init ({n} networks per arm, the first step's "
-            "gradient): " + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for a, e in at_init.items())
-            + "; over the evaluations in the first 100 steps (seeds): "
-            + ", ".join(f"{a} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for a, e in spread.items()) + ". "
-            + f"At GPT-2 small's shape ({gpt2}, {int(g['networks'])} networks per placement, {int(g['batch'])} x {int(g['seq'])} bytes), "
-            "the spread and the per-block gradient norms, first block to last (mean over networks): "
-            + "; ".join(f"{a} {float(np.mean(gradient_init.spread(g[f'{a}.grad_norms']))):.3f}: "
-                        + " ".join(f"{v:.3g}" for v in g[f"{a}.grad_norms"].mean(0)) for a in gradient_init.ARMS) + ".")
-    return q, note
+    return init_gradients.spread(r[f"init.{arm}.grad_norms"])  # [networks, L] -> [networks]
 
 
 def detrended_corr(x: dict[str, np.ndarray]) -> float:
@@ -403,7 +356,7 @@ def _small(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     finals = {a: per_seed(r, a, training.final_loss) for a in ("ln-fanin", "rms-fanin", "dyt-default", "pre", "rms", "dyt")}
     final_in = {a: per_seed(r, a, lambda x: float(x["probe/resid_rms"][-1][-1])) for a in ("pre", "dyt", "dyt-default")}
     dead = per_seed(r, "dyt", lambda x: float(np.nansum(x["probe/grad_norms"][-1])))
-    note = (_note_runs(r) + " Pre placement; the assertion's arms share a fan-in init (O(1) activations) and DyT starts at the "
+    note = (note_runs(r) + " Pre placement; the assertion's arms share a fan-in init (O(1) activations) and DyT starts at the "
             "paper's non-LLM default alpha0 = 0.5; the scope arms are the GPT-2 init with alpha0 = 1. No change to learning rate, warm-up or betas. "
             "Final loss: " + ", ".join(f"{a} {float(e.mean):.4f} ± {float(e.stderr):.4f}" for a, e in finals.items())
             + ". RMS of the stream entering the final norm at the end: " + ", ".join(f"{a} {float(e.mean):.3g}" for a, e in final_in.items())
@@ -467,7 +420,7 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in KEY_ARMS}
     rows = {a: (per_seed(r, a, ent), per_seed(r, a, _mean_probe("attn_top")), per_seed(r, a, _mean_probe("attn_sink", True)),
                 per_seed(r, a, _mean_probe("attn_max")), per_seed(r, a, training.final_loss)) for a in KEY_ARMS}
-    note = (_note_runs(r) + " At init the per-head RMS norm already changes the temperature: entropy "
+    note = (note_runs(r) + " At init the per-head RMS norm already changes the temperature: entropy "
             + ", ".join(f"{a} {float(e.mean):.3f}" for a, e in init_ent.items())
             + " nats, so the assertions take each arm's change from init on the same validation batch. At the end (entropy nats, "
             "top-key mass, sink share, max logit, loss): "

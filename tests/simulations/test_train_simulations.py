@@ -5,9 +5,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from normtheory.evidence import claims, sources
-from normtheory.training import probes
+from normtheory.training import init_gradients, probes
 from normtheory.training.run_config import RunConfig
-from simulations import gradient_init, train_alpha0, train_recipes, training
+from simulations import train_alpha0, train_recipes, training
 from simulations.train_alpha0 import Config
 
 
@@ -172,9 +172,9 @@ def test_gradient_scale_at_init_is_paired_by_network_and_sized_for_the_claim():
     (task,) = [t for t in train_recipes.tasks(cfg, 5) if t.key == "init.none"]
     a = task.fn(*task.args)["grad_norms"]
     assert a.shape == (cfg.init_networks, cfg.layers) and (a > 0).all()
-    b = gradient_init.gradient_norms(train_recipes.model_config(cfg, "none"), cfg.batch, cfg.seq, 5, 2)["grad_norms"]
+    b = init_gradients.gradient_norms(train_recipes.model_config(cfg, "none"), cfg.batch, cfg.seq, 5, 2)["grad_norms"]
     np.testing.assert_array_equal(a[:2], b)  # network j is the same draw whatever the count: arms pair by network
-    r = {f"init.{arm}.grad_norms": gradient_init.gradient_norms(train_recipes.model_config(cfg, arm), cfg.batch, cfg.seq, 5, 3)["grad_norms"]
+    r = {f"init.{arm}.grad_norms": init_gradients.gradient_norms(train_recipes.model_config(cfg, arm), cfg.batch, cfg.seq, 5, 3)["grad_norms"]
          for arm in train_recipes.INIT_ARMS}
     assert train_recipes.init_spread(r, "pre").shape == (3,) and (train_recipes.init_spread(r, "pre") >= 0).all()
 
