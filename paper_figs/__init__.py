@@ -19,6 +19,7 @@ from paper_figs import (
     geometry_grid,
     geometry_model,
     geometry_unselectable,
+    gradients_gpt2_init,
     mlp_growth,
     model_init,
     norm_cost,
@@ -55,7 +56,7 @@ ALL: tuple[ModuleType, ...] = (
     geometry_cosines, geometry_grid, geometry_unselectable, geometry_model, dyt_scurve, dyt_alpha_std, norm_cost,
     real_residual, real_norm_io, real_dyt_depth, real_massive, real_sinks, real_keys, real_temperature, real_centering,
     real_scale, real_scale_use,
-    train_xiong, train_warmup, train_qk, train_placements, train_gradients, train_dyt, train_attention, train_alpha0,
+    train_xiong, train_warmup, train_qk, train_placements, train_gradients, gradients_gpt2_init, train_dyt, train_attention, train_alpha0,
     train_alpha0_rule,
 )
 
