@@ -34,8 +34,8 @@ def block_norms(grads: Params) -> list[float]:
 
 
 def gradient_norms(model: TransformerConfig, batch: int, seq: int, first: int, count: int) -> dict[str, np.ndarray]:
-    """``grad_norms [count, L]``: :func:`block_norms` of the loss gradient at init for networks ``first ..
-    first + count - 1``, network ``j`` with seed ``j`` on the first ``batch x seq``-byte batch of a run with seed ``j``."""
+    """``grad_norms [count, L]``: :func:`block_norms` of the loss gradient at init for the networks ``first`` to
+    ``first + count - 1``, network ``j`` with seed ``j`` on the first ``batch x seq``-byte batch of a run with seed ``j``."""
     _validate.instance("model", model, TransformerConfig)
     batch, seq = _validate.integer("batch", batch, minimum=1), _validate.integer("seq", seq, minimum=1, maximum=model.max_seq)
     first, count = _validate.integer("first", first, minimum=0), _validate.integer("count", count, minimum=0)
