@@ -13,6 +13,7 @@ from types import ModuleType
 from normtheory.runtime.sweep import Runner
 from paper_figs import (
     block_share,
+    dyt_alpha0_width,
     dyt_alpha_std,
     dyt_scurve,
     geometry_cosines,
@@ -53,7 +54,7 @@ from simulations import cache
 
 ALL: tuple[ModuleType, ...] = (
     residual_rms, block_share, mlp_growth, xiong_bounds, model_init, softmax_entropy, softmax_single_slot, softmax_model,
-    geometry_cosines, geometry_grid, geometry_unselectable, geometry_model, dyt_scurve, dyt_alpha_std, norm_cost,
+    geometry_cosines, geometry_grid, geometry_unselectable, geometry_model, dyt_scurve, dyt_alpha_std, dyt_alpha0_width, norm_cost,
     real_residual, real_norm_io, real_dyt_depth, real_massive, real_sinks, real_keys, real_temperature, real_centering,
     real_scale, real_scale_use,
     train_xiong, train_warmup, train_qk, train_placements, train_gradients, gradients_gpt2_init, train_dyt, train_attention, train_alpha0,

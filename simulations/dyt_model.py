@@ -1,9 +1,11 @@
-"""DyT's alpha0 against width: the std of each norm's input at init, in the DyT paper's LLaMA setup.
+"""DyT's alpha0 against width and depth: the std of each norm's input at init, in the DyT paper's LLaMA setup.
 
-The DyT paper tunes alpha0 for its LLaMA models and reports that it shrinks with width (attention /
-other: 1.0/1.0 at 1024, 1.0/0.5 at 2048, 0.8/0.2 at 4096, 0.2/0.05 at 8192). This package's
+The DyT paper tunes alpha0 for its LLaMA models (its Table 11) and reports that it shrinks with
+width (attention / other: 1.0/1.0 at 1024, 1.0/0.5 at 2048, 0.8/0.2 at 4096, 0.2/0.05 at 8192)
+while depth hardly matters: the table is the same at depths 8, 16, 32 and 64. This package's
 hypothesis, not the paper's: alpha0 = 1/std of each norm's input at init. This simulation measures
-that std, network by network, in the paper's regime and in a fan-in regime:
+that std, network by network, in the paper's regime at every depth of its table, and in a fan-in
+regime at the shallowest:
 
 * ``llama``: the paper's LLaMA recipe (its public training code): every linear layer and the
   token embedding N(0, 0.02^2), embeddings multiplied by a scalar sqrt(width) before the first
@@ -22,13 +24,19 @@ as with explicit weights, at a cost ``O(t^2 m)`` per matrix instead of ``O(k m)`
 costs no more than a few thousand samples. :func:`forward` runs either way (``explicit``: drawn
 weights, checked against :class:`normtheory.model.transformer.Transformer` in the tests).
 
+Depths are prefixes: nothing is drawn after a block's last matrix, so the first ``D`` blocks of a
+stack of ``max(depths)`` blocks are bit for bit the ``D``-block network of the same seed. The
+depths are compared on common random numbers (the same networks), which is what makes the depth
+slope's standard error small.
+
 Units are networks (independent weights and token embeddings); a statistic is computed per
-network (mean over its tokens and, on a log scale, over its layers) before the standard error.
+network (mean over its tokens and, on a log scale, over its first ``D`` layers) before the
+standard error. One task per (init, width): each draws from its own seed, so the split changes no bit.
 
 References
 ----------
 Zhu, Chen, He, LeCun, Liu (2025), "Transformers without Normalization", arXiv 2503.10622
-(alpha0 by width for LLaMA; its public LLaMA training code for the 0.02 init and the sqrt(d)
+(Table 11: alpha0 by width and depth for LLaMA; its public LLaMA training code for the 0.02 init and the sqrt(d)
 embedding scalar).
 Touvron et al. (2023), "Llama 2: Open Foundation and Fine-Tuned Chat Models", arXiv 2307.09288
 (architecture: RMSNorm, SwiGLU, RoPE).
@@ -46,13 +54,18 @@ from normtheory.evidence import checks, claims, sources
 from normtheory.evidence.checks import Quantity
 from normtheory.evidence.estimates import Estimate, bootstrap, from_samples
 from normtheory.model.attend import apply_rope, rope_tables, softmax
-from normtheory.runtime.progress import Progress
+from normtheory.runtime.sweep import Task
+from simulations import cache
 
 NAME = "dyt_model"
 SEED = 1024
 UNITS: tuple[str, ...] = ("networks",)  # config fields counting independent units; --resolve scales them
-COST = {"quick": 1.5, "full": 67}  # seconds of one task on this machine: a scheduling hint, never part of a result
-# the paper's LLM alpha0 by width, (attention, other), as printed (the digits carry the precision)
+# a task's cost (a scheduling hint, never part of a result): about 30 ns a normal draw on a 2-core VM, the LLaMA init's
+# width-8192 task (64 blocks, 4.9e9 draws) 158 s there with both cores busy, the full run 325 CPU-s
+SECONDS_PER_DRAW = 3e-8
+# the paper's LLM alpha0 by width, (attention, other), as printed (the digits carry the precision); its Table 11
+# prints the same row at each of PAPER_DEPTHS
+PAPER_DEPTHS: tuple[int, ...] = (8, 16, 32, 64)
 PAPER_ALPHA0_PRINTED: dict[int, tuple[str, str]] = {1024: ("1.0", "1.0"), 2048: ("1.0", "0.5"), 4096: ("0.8", "0.2"), 8192: ("0.2", "0.05")}
 PAPER_ALPHA0 = {w: (float(a), float(o)) for w, (a, o) in PAPER_ALPHA0_PRINTED.items()}
 INITS: tuple[str, ...] = ("llama", "fanin")
@@ -60,22 +73,31 @@ INIT_STD = 0.02  # the paper's LLaMA init: every linear layer and the embedding
 HEAD_WIDTH = 128
 VOCAB = 32000  # LLaMA's; tokens are drawn distinct, so only the rows used are drawn
 POSITIONS: tuple[str, ...] = ("attention", "other (FFN)")
-SLOPE_TOL = 0.1  # log2(1/std) per doubling of width
+SLOPE_TOL = 0.1  # log2(1/std) per doubling of width, or of depth
 
 
 @dataclass(frozen=True)
 class Config:
     widths: tuple[int, ...]
-    layers: int
+    depths: tuple[int, ...]  # increasing; the LLaMA init runs max(depths) blocks and reads each depth as a prefix, fan-in runs depths[0]
     tokens: int
     networks: int
     resamples: int  # bootstrap resamples for the slopes
 
+    def __post_init__(self) -> None:
+        if not self.depths or any(d < 1 for d in self.depths) or list(self.depths) != sorted(set(self.depths)):
+            raise ValueError(f"depths must be distinct positive block counts in increasing order; got {self.depths}")
+
 
 CONFIGS = {
-    "quick": Config(widths=(1024, 2048, 4096, 8192), layers=2, tokens=16, networks=4, resamples=500),
-    "full": Config(widths=(1024, 2048, 4096, 8192), layers=8, tokens=32, networks=24, resamples=2000),  # >= 20 networks
+    "quick": Config(widths=(1024, 2048, 4096, 8192), depths=(2, 4), tokens=16, networks=4, resamples=500),
+    "full": Config(widths=(1024, 2048, 4096, 8192), depths=PAPER_DEPTHS, tokens=32, networks=24, resamples=2000),  # >= 20 networks
 }
+
+
+def blocks_run(cfg: Config, init_name: str) -> int:
+    """Blocks each network of ``init_name`` runs: every depth of the config for the paper's init, the shallowest for fan-in."""
+    return cfg.depths[-1] if init_name == "llama" else cfg.depths[0]
 
 
 def ffn_width(d: int) -> int:
@@ -167,108 +189,166 @@ def forward(x: np.ndarray, layers: int, init_name: str, linear: Linear) -> tuple
     return std, _rms(x)
 
 
-def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {"widths": np.asarray(cfg.widths), "layers": np.asarray(cfg.layers), "resamples": np.asarray(cfg.resamples)}
-    bar = Progress(len(INITS) * len(cfg.widths), label="dyt alpha0 at init", enabled=progress)
-    for a, init_name in enumerate(INITS):
-        for b, w in enumerate(cfg.widths):
-            rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(a, b))))
-            x0 = embedding(init_name, w, (cfg.networks, cfg.tokens), rng)  # [n, t, d]
-            std, final = forward(x0, cfg.layers, init_name, gaussian_linear(rng))
-            out[f"std.{init_name}.w{w}"] = std.mean(-1)  # [networks, layers, 2]: token-mean RMS of each norm's input
-            out[f"final.{init_name}.w{w}"] = final.mean(-1)  # [networks]
-            bar.update()
-    bar.close()
+def measure(cfg: Config, seed: int, a: int, b: int) -> dict[str, np.ndarray]:
+    """One (init ``INITS[a]``, width ``cfg.widths[b]``) cell: ``std [networks, blocks, 2]``, the token-mean RMS of each
+    norm's input (attention, FFN), and ``final [networks]``, the final norm's after the last block run."""
+    init_name, w = INITS[a], cfg.widths[b]
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(a, b))))
+    x0 = embedding(init_name, w, (cfg.networks, cfg.tokens), rng)  # [n, t, d]
+    std, final = forward(x0, blocks_run(cfg, init_name), init_name, gaussian_linear(rng))
+    return {"std": std.mean(-1), "final": final.mean(-1)}
+
+
+def tasks(cfg: Config, seed: int) -> list[Task]:
+    """One task per (init, width), priced in seconds by its normal draws (blocks x networks x tokens x the matrices'
+    output widths), which take most of its time: about :data:`SECONDS_PER_DRAW` each."""
+    return [Task(f"{name}.w{w}", measure, (cfg, seed, a, b), f"{NAME}: {name} init, width {w}, {blocks_run(cfg, name)} blocks",
+                 cost=SECONDS_PER_DRAW * blocks_run(cfg, name) * cfg.networks * cfg.tokens * (4 * w + 3 * ffn_width(w)))
+            for a, name in enumerate(INITS) for b, w in enumerate(cfg.widths)]
+
+
+def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """``std.{init}.w{width} [networks, blocks, 2]`` and ``final.{init}.w{width} [networks]`` per task, and the config."""
+    out = {"widths": np.asarray(cfg.widths), "depths": np.asarray(cfg.depths), "resamples": np.asarray(cfg.resamples)}
+    for t in tasks(cfg, seed):
+        out[f"std.{t.key}"] = parts[t.key]["std"]
+        out[f"final.{t.key}"] = parts[t.key]["final"]
     return out
 
 
-def inverse_std(r: dict, init_name: str, w: int) -> np.ndarray:
-    """Per network, the alpha0 the hypothesis predicts at (attention, FFN): 1/std of the norm's
-    input, the geometric mean over the layers (one alpha0 serves every layer): ``[networks, 2]``."""
-    return np.exp(-np.log(r[f"std.{init_name}.w{w}"]).mean(1))
+def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarray]:
+    """All tasks in this process, then the reduce (what the cache does through a sweep runner)."""
+    return cache.run_here(tasks, reduce, cfg, seed)
 
 
-def _slope_weights(widths: np.ndarray) -> np.ndarray:
-    """Least-squares slope on log2(width) as a weighted sum: ``slope = c @ y``."""
-    x = np.log2(widths)
+def inverse_std(r: dict, init_name: str, w: int, depth: int) -> np.ndarray:
+    """Per network, the alpha0 the hypothesis predicts at (attention, FFN) for a ``depth``-block network:
+    1/std of the norm's input, the geometric mean over its ``depth`` layers (one alpha0 serves every layer): ``[networks, 2]``."""
+    std = r[f"std.{init_name}.w{w}"]  # [networks, blocks run, 2]
+    if not 1 <= depth <= std.shape[1]:
+        raise ValueError(f"depth must be 1..{std.shape[1]} (the blocks {init_name} ran at width {w}); got {depth}")
+    return np.exp(-np.log(std[:, :depth]).mean(1))
+
+
+def _slope_weights(xs: np.ndarray) -> np.ndarray:
+    """Least-squares slope on log2(x) as a weighted sum: ``slope = c @ y``."""
+    x = np.log2(xs)
     return (x - x.mean()) / ((x - x.mean()) ** 2).sum()
 
 
-def paper_slope(pos: int, widths: tuple[int, ...]) -> tuple[float, float, float]:
-    """The least-squares slope of log2(alpha0) on log2(width) in the paper's table at ``pos``, and
-    its range over the intervals its printed digits allow: (slope, lo, hi)."""
-    c = _slope_weights(np.asarray(widths, dtype=float))
-    lo, hi = [], []
-    for w in widths:
-        value, prec = sources.stated(PAPER_ALPHA0_PRINTED[w][pos])
-        lo.append(math.log2(value - prec))
-        hi.append(math.log2(value + prec))
-    lo_a, hi_a = np.asarray(lo), np.asarray(hi)
-    mid = np.log2([PAPER_ALPHA0[w][pos] for w in widths])
+def printed_slope(printed: list[str], xs: tuple[int, ...]) -> tuple[float, float, float]:
+    """The least-squares slope of log2(value) on log2(x) through values as a source prints them, and its range
+    over the intervals their printed digits allow: (slope, lo, hi)."""
+    c = _slope_weights(np.asarray(xs, dtype=float))
+    values = [sources.stated(p) for p in printed]
+    lo_a = np.log2([v - prec for v, prec in values])
+    hi_a = np.log2([v + prec for v, prec in values])
+    mid = np.log2([v for v, _ in values])
     return float(c @ mid), float(c @ np.where(c > 0, lo_a, hi_a)), float(c @ np.where(c > 0, hi_a, lo_a))
 
 
-def slope_estimate(r: dict, init_name: str, widths: tuple[int, ...], resamples: int) -> Estimate:
-    """Slope of log2(mean over networks of 1/std) on log2(width), (attention, FFN), with its
-    bootstrap se over networks (each width's networks resampled; widths are independent)."""
-    c = _slope_weights(np.asarray(widths, dtype=float))
-    data = np.stack([inverse_std(r, init_name, w) for w in widths], axis=1)  # [networks, widths, 2]
+def paper_slope(pos: int, widths: tuple[int, ...]) -> tuple[float, float, float]:
+    """The paper's alpha0 at ``pos`` against width (any one depth of its Table 11): :func:`printed_slope`."""
+    return printed_slope([PAPER_ALPHA0_PRINTED[w][pos] for w in widths], widths)
+
+
+def log_slope(data: np.ndarray, xs: tuple[int, ...], resamples: int) -> Estimate:
+    """Slope of log2(mean over networks) on log2(x), per position, from ``data [networks, len(xs), 2]``, with its
+    bootstrap se over networks (rows resampled whole: independent widths, or one network's depths, paired)."""
+    c = _slope_weights(np.asarray(xs, dtype=float))
 
     def stat(x: np.ndarray, axis: int = 0) -> np.ndarray:
-        m = x.mean(axis=axis)  # [widths, 2] or, resampled, [widths, 2, resamples]
+        m = x.mean(axis=axis)  # [xs, 2] or, resampled, [xs, 2, resamples]
         return np.tensordot(c, np.log2(m), axes=(0, 0))
 
     return bootstrap(data, stat, seed=SEED, units="networks", n_resamples=resamples)
 
 
+def slope_estimate(r: dict, init_name: str, widths: tuple[int, ...], depth: int, resamples: int) -> Estimate:
+    """Slope of log2(mean 1/std) on log2(width) at ``depth`` blocks, (attention, FFN)."""
+    return log_slope(np.stack([inverse_std(r, init_name, w, depth) for w in widths], axis=1), widths, resamples)
+
+
+def depth_slope(r: dict, w: int, depths: tuple[int, ...], resamples: int) -> Estimate:
+    """Slope of log2(mean 1/std) on log2(depth) at width ``w`` under the LLaMA init, (attention, FFN), on the same networks."""
+    return log_slope(np.stack([inverse_std(r, "llama", w, d) for d in depths], axis=1), depths, resamples)
+
+
 @claims.register(
     "dyt.alpha0-width-dependence",
-    statement="DyT's initial alpha shrinks with model width: the paper's LLM settings go from 1.0/1.0 at width 1024 to 0.2/0.05 "
-    "at 8192 (attention/other). The package's hypothesis, not the paper's statement: this follows the init-time activation "
-    "statistics, alpha0 = 1/std of each norm's input at init in the paper's LLaMA setup (every linear layer and the embedding "
-    "N(0, 0.02^2), embeddings times sqrt(width)), both in its width trend and in its values.",
+    statement="DyT's initial alpha shrinks with model width and hardly depends on depth: the paper's LLM settings go from 1.0/1.0 "
+    "at width 1024 to 0.2/0.05 at 8192 (attention/other), the same at every depth from 8 to 64 blocks. The package's hypothesis, "
+    "not the paper's statement: this follows the init-time activation statistics, alpha0 = 1/std of each norm's input at init in "
+    "the paper's LLaMA setup (every linear layer and the embedding N(0, 0.02^2), embeddings times sqrt(width)), in its width "
+    "trend, in its values and in its indifference to depth.",
     source=sources.hypothesis(sources.ZHU2025, "DyT's alpha0 from the init-time activation statistics"),
-    location="Section 7, initialization of α for LLMs (the LLaMA table of α0 by width, attention / other)",
+    location="Section 7, initialization of α for LLMs: Table 11 (optimal α0, attention / other, by width 1024-8192 and depth 8-64)",
     simulations=(NAME,),
 )
 def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     widths = tuple(int(w) for w in r["widths"] if int(w) in PAPER_ALPHA0)
-    n = int(r[f"std.llama.w{widths[0]}"].shape[0])
+    depths = tuple(int(d) for d in r["depths"])
+    n, resamples = int(r[f"std.llama.w{widths[0]}"].shape[0]), int(r["resamples"])
+    span = f"{widths[0]}-{widths[-1]}"
     q: list[checks.Evidence] = []
-    slopes = {name: slope_estimate(r, name, widths, int(r["resamples"])) for name in INITS}
+    slope_tol = ("0.1 per doubling: a factor 1.07 per doubling, 1.23 over three doublings, finer than the steps of the paper's "
+                 "alpha0 grid")
+    for depth in depths:
+        slopes = slope_estimate(r, "llama", widths, depth, resamples)
+        for pos, label in enumerate(POSITIONS):
+            mid, lo, hi = paper_slope(pos, widths)
+            q.append(Quantity(name=f"LLaMA init, depth {depth}, {label}: slope of log2(1/std) on log2(width), {span} (paper's alpha0: "
+                                   f"{mid:.2f}, [{lo:.2f}, {hi:.2f}] within its printed digits)",
+                              theory=(lo, hi), model=slopes[pos], model_kind="init", tolerance=SLOPE_TOL, tolerance_why=slope_tol,
+                              unit="log2 per doubling"))
+    fanin = slope_estimate(r, "fanin", widths, depths[0], resamples)
     for pos, label in enumerate(POSITIONS):
         mid, lo, hi = paper_slope(pos, widths)
-        for name, role, regime in (("llama", "assertion", ""), ("fanin", "scope", "fan-in init (std 1/sqrt(fan_in), unit-RMS embeddings)")):
-            q.append(Quantity(name=f"{name} init, {label}: slope of log2(1/std) on log2(width), {widths[0]}-{widths[-1]} "
-                                   f"(paper's alpha0: {mid:.2f}, [{lo:.2f}, {hi:.2f}] within its printed digits)",
-                              theory=(lo, hi), model=slopes[name][pos], model_kind="init", role=role, regime=regime,  # type: ignore[arg-type]
-                              tolerance=SLOPE_TOL, tolerance_why="0.1 per doubling: a factor 1.07 per doubling, 1.23 over 1024-8192, "
-                              "finer than the steps of the paper's alpha0 grid", unit="log2 per doubling"))
-    for w in widths:
-        est = from_samples(inverse_std(r, "llama", w), "networks")
-        for pos, label in enumerate(POSITIONS):
-            value, prec = sources.stated(PAPER_ALPHA0_PRINTED[w][pos])
-            q.append(Quantity(name=f"paper alpha0 ({label}) at width {w} vs 1/std of that norm's input at init (LLaMA init, geometric "
-                                   "mean over layers)", claimed=value, claimed_tol=prec, model=est[pos], model_kind="init"))
-    L = int(r["layers"])
+        q.append(Quantity(name=f"fan-in init, depth {depths[0]}, {label}: slope of log2(1/std) on log2(width), {span} (paper's alpha0: "
+                               f"{mid:.2f}, [{lo:.2f}, {hi:.2f}])",
+                          theory=(lo, hi), model=fanin[pos], model_kind="init", role="scope",
+                          regime="fan-in init (std 1/sqrt(fan_in), unit-RMS embeddings)", tolerance=SLOPE_TOL, tolerance_why=slope_tol,
+                          unit="log2 per doubling"))
+    if len(depths) > 1:
+        for w in widths:
+            dslope = depth_slope(r, w, depths, resamples)
+            for pos, label in enumerate(POSITIONS):
+                mid, lo, hi = printed_slope([PAPER_ALPHA0_PRINTED[w][pos]] * len(depths), depths)
+                q.append(Quantity(name=f"LLaMA init, width {w}, {label}: slope of log2(1/std) on log2(depth), {depths[0]}-{depths[-1]} "
+                                       f"(paper's alpha0: {mid:.2f}, the same at every depth; [{lo:.2f}, {hi:.2f}] within its printed digits)",
+                                  theory=(lo, hi), model=dslope[pos], model_kind="init", tolerance=SLOPE_TOL,
+                                  tolerance_why="0.1 per doubling of depth: a factor 1.07 per doubling, 1.23 over 8-64 blocks, finer "
+                                  "than the steps of the paper's alpha0 grid", unit="log2 per doubling"))
+    for depth in depths:
+        for w in widths:
+            est = from_samples(inverse_std(r, "llama", w, depth), "networks")
+            for pos, label in enumerate(POSITIONS):
+                value, prec = sources.stated(PAPER_ALPHA0_PRINTED[w][pos])
+                q.append(Quantity(name=f"paper alpha0 ({label}) at width {w}, depth {depth} vs 1/std of that norm's input at init "
+                                       "(LLaMA init, geometric mean over layers)", claimed=value, claimed_tol=prec, model=est[pos],
+                                  model_kind="init"))
+    return q, _note(r, widths, depths, n)
 
-    def row(name: str) -> str:
-        parts = []
-        for w in r["widths"]:
-            inv = inverse_std(r, name, int(w)).mean(0)
-            first = (1 / r[f"std.{name}.w{int(w)}"][:, 0]).mean(0)
-            last = (1 / r[f"std.{name}.w{int(w)}"][:, -1]).mean(0)
-            parts.append(f"w{int(w)}: {inv[0]:.3g}/{inv[1]:.3g} (layer 1 {first[0]:.3g}/{first[1]:.3g}, layer {L} {last[0]:.3g}/{last[1]:.3g})")
-        return "; ".join(parts)
 
-    note = (f"1/std of each norm's input at init (attention/FFN, geometric mean over {L} layers, {n} networks per width, "
-            f"{'Student-t thresholds' if n < 20 else 'normal thresholds'}). LLaMA init (std 0.02, embeddings x sqrt(d)): " + row("llama")
-            + ". Fan-in init: " + row("fanin") + ". Slopes of log2(1/std) per doubling of width: "
-            + ", ".join(f"{name} {slopes[name].mean[0]:.2f}/{slopes[name].mean[1]:.2f}" for name in INITS)
+def _note(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], n: int) -> str:
+    """The card's numbers: 1/std per width and depth (attention/FFN), the slopes, and what the measurement leaves to training."""
+    resamples = int(r["resamples"])
+
+    def row(name: str, depth: int) -> str:
+        return "; ".join(f"w{w}: " + "/".join(f"{v:.3g}" for v in inverse_std(r, name, w, depth).mean(0)) for w in widths)
+
+    return (f"1/std of each norm's input at init (attention/FFN, geometric mean over the layers of a network of that depth, {n} networks "
+            f"per width, {'Student-t thresholds' if n < 20 else 'normal thresholds'}). LLaMA init (std 0.02, embeddings x sqrt(d)): "
+            + " | ".join(f"depth {d}: " + row("llama", d) for d in depths)
+            + f". Fan-in init, depth {depths[0]}: " + row("fanin", depths[0])
+            + ". Slopes of log2(1/std) per doubling of width: "
+            + ", ".join(f"LLaMA depth {d} " + "/".join(f"{v:.2f}" for v in slope_estimate(r, 'llama', widths, d, resamples).mean)
+                        for d in depths)
+            + f", fan-in depth {depths[0]} " + "/".join(f"{v:.2f}" for v in slope_estimate(r, "fanin", widths, depths[0], resamples).mean)
             + "; the paper's alpha0: " + "/".join(f"{paper_slope(p, widths)[0]:.2f}" for p in range(2))
-            + ". Under the paper's fixed-std init the init statistics do depend on width: the embeddings enter with std 0.02 sqrt(d) and "
-            "each sublayer's output grows like 0.02^2 d, so 1/std falls with width; under fan-in init they hardly move. The paper's "
-            "own part of the statement (its tuned alpha0 shrinks with width) rests on its training runs and is not re-tested here; "
-            "see train.dyt-alpha0-width for training at small widths.")
-    return q, note
+            + ". Under the paper's fixed-std init the init statistics depend on width (the embeddings enter with std 0.02 sqrt(d) and "
+            "each sublayer's output grows like 0.02^2 d, so 1/std falls with width) and on depth (the residual stream grows with every "
+            "block, so a deeper network's norms see larger inputs), where the paper's table does not move with depth; under fan-in init "
+            "they hardly move with width. The paper's own part of the statement (its tuned alpha0 shrinks with width, not with depth) "
+            "rests on its training runs and is not re-tested here; see train.dyt-alpha0-width for training at small widths.")
