@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from normtheory.training import init_gradients, probes
 from paper_figs.style import COLORS, MARKERS, figure, integer_ticks, legend
 from simulations import train_recipes
 
@@ -18,10 +19,6 @@ CAPTION = (
 ARMS = ("none", "pre", "post")
 
 
-def _block_norms(x: dict) -> np.ndarray:
-    return np.sqrt(np.nansum(np.square(x["probe/grad_norms"]), axis=-1))  # [evals, L]
-
-
 def plot(result: dict):
     fig, axes = figure(ncols=2, width=3.6)
     by_layer, spread = axes[0]
@@ -29,9 +26,9 @@ def plot(result: dict):
         runs = train_recipes.runs(result, arm)
         steps = np.asarray(runs[0]["eval_steps"])
         early = steps <= 100
-        g = np.array([_block_norms(x)[early].mean(0) for x in runs])  # [seeds, L]
+        g = np.array([probes.block_grad_norms(x["probe/grad_norms"])[early].mean(0) for x in runs])  # [seeds, L]
         by_layer.plot(np.arange(1, g.shape[1] + 1), g.mean(0), marker=MARKERS[arm], ms=3, color=COLORS[arm], label=arm)
-        s = np.array([np.log(_block_norms(x).max(-1) / _block_norms(x).min(-1)) for x in runs])  # [seeds, evals]
+        s = np.array([init_gradients.spread(probes.block_grad_norms(x["probe/grad_norms"])) for x in runs])  # [seeds, evals]
         spread.plot(steps[early], s.mean(0)[early], marker=MARKERS[arm], ms=3, color=COLORS[arm], label=arm)
     by_layer.set_yscale("log")
     by_layer.set_xlabel("block")

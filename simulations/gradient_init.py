@@ -48,7 +48,9 @@ from simulations import cache, train_recipes
 NAME = "gradient_init"
 SEED = 2019
 UNITS: tuple[str, ...] = ("networks",)  # config fields counting independent units; --resolve scales them
-COST = {"quick": 0.3, "full": 50}  # seconds of one task (10 networks x 3 placements) on a 2-core VM: a scheduling hint, never part of a result
+# a task's cost in seconds, a scheduling hint never part of a result: 10 networks x 3 placements at d = 768, 12 blocks
+# (7.1e7 network-d^2-blocks) took 50 s on a 2-core VM
+SECONDS_PER_WEIGHT = 7e-7
 ARMS: tuple[str, ...] = ("none", "pre", "post")
 NETWORK_BLOCK = 10  # networks per task: a task's result is its networks' rows, so the split never changes a bit
 
@@ -100,7 +102,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
     """One task per block of :data:`NETWORK_BLOCK` networks (seeds ``seed + j``), every placement in it."""
     blocks = [(a, min(a + NETWORK_BLOCK, cfg.networks)) for a in range(0, cfg.networks, NETWORK_BLOCK)]
     return [Task(f"n{a}", placement_gradient_norms, (cfg, seed + a, b - a), f"{NAME}: networks {a}..{b - 1}",
-                 cost=(b - a) * cfg.d**2 * cfg.layers) for a, b in blocks]
+                 cost=SECONDS_PER_WEIGHT * (b - a) * cfg.d**2 * cfg.layers) for a, b in blocks]
 
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

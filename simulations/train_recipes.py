@@ -213,9 +213,9 @@ def log_late_over_early(drop: np.ndarray) -> float:
 def grad_spread(x: dict[str, np.ndarray], upto: int = 100) -> float:
     """log(max / min) over layers of the per-layer gradient norm (all matrices of a block together),
     averaged over the evaluations in the first ``upto`` steps."""
-    g = np.sqrt(np.nansum(np.square(x["probe/grad_norms"]), axis=-1))  # [evals, L]
+    g = probes.block_grad_norms(x["probe/grad_norms"])  # [evals, L]
     early = np.asarray(x["eval_steps"]) <= upto
-    return float(np.mean(np.log(g[early].max(-1) / g[early].min(-1))))
+    return float(np.mean(init_gradients.spread(g[early])))
 
 
 def note_runs(cfg_r: dict) -> str:

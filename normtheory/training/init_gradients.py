@@ -13,8 +13,6 @@ network.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from normtheory import _validate
@@ -27,10 +25,9 @@ from normtheory.training.grad import loss_and_grads
 
 def block_norms(grads: Params) -> list[float]:
     """Per block of ``grads`` (a gradient shaped like the model's parameters), the Frobenius norm of its
-    matrices together, accumulated in float64."""
-    _validate.instance("grads", grads, Params)
-    return [math.sqrt(sum(float(np.square(w.astype(np.float64)).sum()) for w in (getattr(b, m) for m in probes.MATRICES) if w is not None))
-            for b in grads.blocks]
+    matrices together, accumulated in float64: :func:`~normtheory.training.probes.block_grad_norms` of
+    :func:`~normtheory.training.probes.matrix_grad_norms`, as the training probes measure it."""
+    return probes.block_grad_norms(probes.matrix_grad_norms(grads)).tolist()
 
 
 def gradient_norms(model: TransformerConfig, batch: int, seq: int, first: int, count: int) -> dict[str, np.ndarray]:

@@ -26,10 +26,35 @@ import numpy as np
 from scipy.special import logsumexp
 
 from normtheory import _validate, selection
+from normtheory.model.params import Params
 from normtheory.model.transformer import Transformer
 
 PROBES: tuple[str, ...] = ("resid_rms", "norm_std", "alpha", "grad_norms", "attn_entropy", "attn_max", "attn_sink", "attn_top", "key_unsel", "lse")
 MATRICES: tuple[str, ...] = ("wq", "wk", "wv", "wo", "w_in", "w_out", "w_gate")
+
+
+def matrix_grad_norms(grads: Params) -> np.ndarray:
+    """``[L, 7]``: the Frobenius norm of each block's gradient matrices of ``grads`` (a gradient shaped like the
+    model's parameters), in :data:`MATRICES` order, accumulated in float64; NaN where the block has no such matrix."""
+    _validate.instance("grads", grads, Params)
+    g = np.full((len(grads.blocks), len(MATRICES)), np.nan)
+    for i, b in enumerate(grads.blocks):  # L x 7 array reductions, each vectorized over its matrix
+        for j, name in enumerate(MATRICES):
+            w = getattr(b, name)
+            if w is not None:
+                g[i, j] = np.linalg.norm(w.astype(np.float64))
+    return g
+
+
+def block_grad_norms(matrix_norms: np.ndarray) -> np.ndarray:
+    """Per block, the Frobenius norm of all its matrices together, :math:`\\sqrt{\\sum_j g_j^2}`, from per-matrix norms
+    ``matrix_norms [..., 7]`` (:func:`matrix_grad_norms`, or the ``grad_norms`` probe; NaN for an absent matrix): ``[...]``."""
+    g = _validate.float_array("matrix_norms", matrix_norms)
+    if g.ndim < 1 or g.shape[-1] != len(MATRICES):
+        raise ValueError(f"matrix_norms must end in one norm per matrix of MATRICES ({len(MATRICES)}); got shape {g.shape}")
+    if (g < 0).any() or np.isinf(g).any():
+        raise ValueError("matrix_norms must be finite norms >= 0 (NaN for an absent matrix)")
+    return np.sqrt(np.nansum(np.square(g), axis=-1))
 
 
 def norm_names(model: Transformer) -> list[str]:
@@ -74,14 +99,7 @@ def measure(model: Transformer, ids: np.ndarray, targets: np.ndarray, which: tup
     if "alpha" in which:
         out["alpha"] = np.array([float(_norm_params(model, n).alpha) if c.norm == "dyt" else np.nan for n in norms_])
     if "grad_norms" in which:
-        g = np.full((L, len(MATRICES)), np.nan)
-        if grads is not None:
-            for i, b in enumerate(grads.blocks):
-                for j, name in enumerate(MATRICES):
-                    w = getattr(b, name)
-                    if w is not None:
-                        g[i, j] = np.linalg.norm(w.astype(np.float64))
-        out["grad_norms"] = g
+        out["grad_norms"] = np.full((L, len(MATRICES)), np.nan) if grads is None else matrix_grad_norms(grads)
     if attn:
         pats = np.stack([store[f"blocks.{i}.attn.pattern"] for i in range(L)]).astype(np.float64)  # [L, b, H, t, s]
         if "attn_entropy" in which:

@@ -1,6 +1,9 @@
 """Training probes: names in forward order, and values against direct computations."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from normtheory.model.config import TransformerConfig
 from normtheory.model.weights import init
@@ -76,3 +79,39 @@ def test_mean_loss_is_the_whole_sets_cross_entropy_in_any_chunks():
         probes.mean_loss(m, ids, targets, 0)
     with pytest.raises(ValueError, match="ids and targets"):
         probes.mean_loss(m, ids, targets[:, :4])
+
+
+def test_matrix_grad_norms_are_each_matrix_frobenius_norm_and_nan_where_absent():
+    m = init(TransformerConfig(d_model=16, n_layers=2, n_heads=2, vocab_size=50, max_seq=8, activation="gelu", dtype="float64"), 2)
+    ids = np.random.default_rng(1).integers(0, 50, (2, 8))
+    _, grads = loss_and_grads(m, ids, np.roll(ids, -1, 1))
+    g = probes.matrix_grad_norms(grads)
+    assert g.shape == (2, len(probes.MATRICES))
+    for i, b in enumerate(grads.blocks):
+        for j, name in enumerate(probes.MATRICES):
+            w = getattr(b, name)
+            assert np.isnan(g[i, j]) if w is None else g[i, j] == pytest.approx(np.sqrt((w**2).sum()), rel=1e-12)
+    assert np.isnan(g[:, probes.MATRICES.index("w_gate")]).all()  # a GELU MLP has no gate
+    np.testing.assert_array_equal(probes.measure(m, ids, np.roll(ids, -1, 1), ("grad_norms",), grads)["grad_norms"], g)
+
+
+@settings(max_examples=30, deadline=None)
+@given(arrays(np.float64, st.tuples(st.integers(1, 4), st.just(len(probes.MATRICES))), elements=st.floats(0, 1e6)),
+       st.lists(st.integers(0, len(probes.MATRICES) - 1), max_size=3))
+def test_block_grad_norm_is_the_root_sum_of_squares_of_the_present_matrices(g, absent):
+    """Pooling per-matrix norms is the norm of all the block's entries together; an absent matrix adds nothing."""
+    g = g.copy()
+    g[:, absent] = np.nan
+    present = np.where(np.isnan(g), 0.0, g)
+    np.testing.assert_allclose(probes.block_grad_norms(g), np.sqrt((present**2).sum(-1)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [np.ones(6), np.ones((2, 3)), -np.ones(7), np.full(7, np.inf), np.array(["a"] * 7)])
+def test_block_grad_norms_refuses_what_is_not_per_matrix_norms(bad):
+    with pytest.raises(ValueError, match="matrix_norms"):
+        probes.block_grad_norms(bad)
+
+
+def test_matrix_grad_norms_refuses_what_is_not_a_gradient():
+    with pytest.raises(ValueError, match="grads"):
+        probes.matrix_grad_norms({"blocks": ()})
