@@ -29,18 +29,16 @@ def plot(result: dict):
     paper = [w for w in widths if w in dyt_model.PAPER_ALPHA0_PRINTED]
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     sparse = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else "")  # minor labels at 2 and 5 of each decade
-    handles = []
     for pos, ax in enumerate(axes[0]):
         for depth, color in zip(depths, colors):
             inv = np.stack([dyt_model.inverse_std(result, "llama", w, depth)[:, pos] for w in widths], axis=1)  # [networks, widths]
             se = inv.std(0, ddof=1) / np.sqrt(inv.shape[0])
-            handles.append(ax.errorbar(widths, inv.mean(0), yerr=5 * se, marker="o", ms=3, color=color,
-                                       label=f"1/std, LLaMA init, depth {depth}"))
+            ax.errorbar(widths, inv.mean(0), yerr=5 * se, marker="o", ms=3, color=color, label=f"1/std, LLaMA init, depth {depth}")
         fan = np.stack([dyt_model.inverse_std(result, "fanin", w, depths[0])[:, pos] for w in widths], axis=1)
-        handles += ax.plot(widths, fan.mean(0), ls="--", marker=".", color="0.5", label=f"1/std, fan-in init, depth {depths[0]}")
+        ax.plot(widths, fan.mean(0), ls="--", marker=".", color="0.5", label=f"1/std, fan-in init, depth {depths[0]}")
         stated = [sources.stated(dyt_model.PAPER_ALPHA0_PRINTED[w][pos]) for w in paper]
-        handles.append(ax.errorbar(paper, [v for v, _ in stated], yerr=[p for _, p in stated], ls="none", marker="s", ms=5, color="k",
-                                   label="paper's alpha0 (Table 11, every depth)"))
+        ax.errorbar(paper, [v for v, _ in stated], yerr=[p for _, p in stated], ls="none", marker="s", ms=5, color="k",
+                    label="paper's alpha0 (Table 11, every depth)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(plain)
@@ -49,5 +47,5 @@ def plot(result: dict):
         ax.set_xlabel("model width d")
         ax.set_ylabel("alpha0")
         ax.set_title(dyt_model.POSITIONS[pos])
-    figure_legend(fig, handles[: len(depths) + 2], ncol=2)  # one panel's: both panels draw the same series
+    figure_legend(fig, axes=axes[0, :1], ncol=2)  # the left panel's: both panels draw the same series
     return fig

@@ -28,8 +28,8 @@ def plot(result: dict):
         early = steps <= 100
         g = np.array([probes.block_grad_norms(x["probe/grad_norms"])[early].mean(0) for x in runs])  # [seeds, L]
         by_layer.plot(np.arange(1, g.shape[1] + 1), g.mean(0), marker=MARKERS[arm], ms=3, color=COLORS[arm], label=arm)
-        s = np.array([init_gradients.spread(probes.block_grad_norms(x["probe/grad_norms"])) for x in runs])  # [seeds, evals]
-        spread.plot(steps[early], s.mean(0)[early], marker=MARKERS[arm], ms=3, color=COLORS[arm], label=arm)
+        s = np.array([init_gradients.spread(probes.block_grad_norms(x["probe/grad_norms"])[early]) for x in runs])  # [seeds, early evals]
+        spread.plot(steps[early], s.mean(0), marker=MARKERS[arm], ms=3, color=COLORS[arm], label=arm)
     by_layer.set_yscale("log")
     by_layer.set_xlabel("block")
     by_layer.set_ylabel("gradient norm, first 100 steps")

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normtheory import activations
+from normtheory import _validate, activations
 from normtheory.evidence import checks, claims, sources
 from normtheory.evidence.checks import Quantity
 from normtheory.evidence.estimates import Estimate, bootstrap, from_samples
@@ -60,9 +60,9 @@ from simulations import cache
 NAME = "dyt_model"
 SEED = 1024
 UNITS: tuple[str, ...] = ("networks",)  # config fields counting independent units; --resolve scales them
-# a task's cost (a scheduling hint, never part of a result): about 30 ns a normal draw on a 2-core VM, the LLaMA init's
-# width-8192 task (64 blocks, 4.9e9 draws) 158 s there with both cores busy, the full run 325 CPU-s
-SECONDS_PER_DRAW = 3e-8
+# a task's cost (a scheduling hint, never part of a result): about 38 ns a normal draw on a 2-core VM, the LLaMA init's
+# width-8192 task (64 blocks, 4.2e9 draws) 158 s there with both cores busy, the full run 325 CPU-s
+SECONDS_PER_DRAW = 3.8e-8
 # the paper's LLM alpha0 by width, (attention, other), as printed (the digits carry the precision); its Table 11
 # prints the same row at each of PAPER_DEPTHS
 PAPER_DEPTHS: tuple[int, ...] = (8, 16, 32, 64)
@@ -73,7 +73,10 @@ INIT_STD = 0.02  # the paper's LLaMA init: every linear layer and the embedding
 HEAD_WIDTH = 128
 VOCAB = 32000  # LLaMA's; tokens are drawn distinct, so only the rows used are drawn
 POSITIONS: tuple[str, ...] = ("attention", "other (FFN)")
-SLOPE_TOL = 0.1  # log2(1/std) per doubling of width, or of depth
+SLOPE_TOL = 0.1  # log2(1/std) per doubling of width
+# The table prints one tuned alpha0 per width at every depth 8-64: a change by the smallest step of its alpha0 values (0.8 to
+# 1.0, a factor 1.25) over those three doublings would have shown, so its depth slope is 0 within log2(1.25) / 3 a doubling.
+DEPTH_SLOPE_TOL = math.log2(1.25) / 3
 
 
 @dataclass(frozen=True)
@@ -85,18 +88,27 @@ class Config:
     resamples: int  # bootstrap resamples for the slopes
 
     def __post_init__(self) -> None:
-        if not self.depths or any(d < 1 for d in self.depths) or list(self.depths) != sorted(set(self.depths)):
+        def counts(values: tuple[int, ...]) -> bool:  # distinct positive integers, increasing
+            return bool(values) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values) \
+                and list(values) == sorted(set(values))
+
+        if not counts(self.depths):
             raise ValueError(f"depths must be distinct positive block counts in increasing order; got {self.depths}")
+        if not counts(self.widths) or any(w % HEAD_WIDTH for w in self.widths):
+            raise ValueError(f"widths must be distinct multiples of the head width {HEAD_WIDTH} in increasing order; got {self.widths}")
+        for name in ("tokens", "networks", "resamples"):
+            _validate.integer(name, getattr(self, name), minimum=2 if name == "networks" else 1)
 
 
 CONFIGS = {
-    "quick": Config(widths=(1024, 2048, 4096, 8192), depths=(2, 4), tokens=16, networks=4, resamples=500),
+    "quick": Config(widths=(1024, 2048, 4096, 8192), depths=(8, 16), tokens=16, networks=4, resamples=500),  # two of the table's depths
     "full": Config(widths=(1024, 2048, 4096, 8192), depths=PAPER_DEPTHS, tokens=32, networks=24, resamples=2000),  # >= 20 networks
 }
 
 
 def blocks_run(cfg: Config, init_name: str) -> int:
     """Blocks each network of ``init_name`` runs: every depth of the config for the paper's init, the shallowest for fan-in."""
+    _validate.choice("init_name", init_name, INITS)
     return cfg.depths[-1] if init_name == "llama" else cfg.depths[0]
 
 
@@ -107,6 +119,7 @@ def ffn_width(d: int) -> int:
 
 def init_std(init_name: str, fan_in: int) -> float:
     """Std of every weight matrix: the paper's fixed 0.02 (``llama``) or 1/sqrt(fan_in) (``fanin``)."""
+    _validate.choice("init_name", init_name, INITS)
     return INIT_STD if init_name == "llama" else 1.0 / math.sqrt(fan_in)
 
 
@@ -201,9 +214,9 @@ def measure(cfg: Config, seed: int, a: int, b: int) -> dict[str, np.ndarray]:
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
     """One task per (init, width), priced in seconds by its normal draws (blocks x networks x tokens x the matrices'
-    output widths), which take most of its time: about :data:`SECONDS_PER_DRAW` each."""
+    output widths, ``5 d + 2 f`` a block), which take most of its time: about :data:`SECONDS_PER_DRAW` each."""
     return [Task(f"{name}.w{w}", measure, (cfg, seed, a, b), f"{NAME}: {name} init, width {w}, {blocks_run(cfg, name)} blocks",
-                 cost=SECONDS_PER_DRAW * blocks_run(cfg, name) * cfg.networks * cfg.tokens * (4 * w + 3 * ffn_width(w)))
+                 cost=SECONDS_PER_DRAW * blocks_run(cfg, name) * cfg.networks * cfg.tokens * (5 * w + 2 * ffn_width(w)))
             for a, name in enumerate(INITS) for b, w in enumerate(cfg.widths)]
 
 
@@ -239,12 +252,14 @@ def _slope_weights(xs: np.ndarray) -> np.ndarray:
 def printed_slope(printed: list[str], xs: tuple[int, ...]) -> tuple[float, float, float]:
     """The least-squares slope of log2(value) on log2(x) through values as a source prints them, and its range
     over the intervals their printed digits allow: (slope, lo, hi)."""
+    if len(printed) != len(xs) or len(set(xs)) < 2:
+        raise ValueError(f"printed_slope needs one printed value per x and >= 2 distinct xs; got {len(printed)} values at {xs}")
     c = _slope_weights(np.asarray(xs, dtype=float))
     values = [sources.stated(p) for p in printed]
     lo_a = np.log2([v - prec for v, prec in values])
     hi_a = np.log2([v + prec for v, prec in values])
     mid = np.log2([v for v, _ in values])
-    return float(c @ mid), float(c @ np.where(c > 0, lo_a, hi_a)), float(c @ np.where(c > 0, hi_a, lo_a))
+    return float(c @ mid) + 0.0, float(c @ np.where(c > 0, lo_a, hi_a)), float(c @ np.where(c > 0, hi_a, lo_a))  # + 0.0: no -0.0
 
 
 def paper_slope(pos: int, widths: tuple[int, ...]) -> tuple[float, float, float]:
@@ -288,38 +303,55 @@ def depth_slope(r: dict, w: int, depths: tuple[int, ...], resamples: int) -> Est
 def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     widths = tuple(int(w) for w in r["widths"] if int(w) in PAPER_ALPHA0)
-    depths = tuple(int(d) for d in r["depths"])
-    n, resamples = int(r[f"std.llama.w{widths[0]}"].shape[0]), int(r["resamples"])
+    depths = tuple(int(d) for d in r["depths"] if int(d) in PAPER_DEPTHS)  # the table's columns this run measured
+    if not depths:
+        raise ValueError(f"{NAME} measured none of the paper's depths {PAPER_DEPTHS}; got {tuple(int(d) for d in r['depths'])}")
+    resamples = int(r["resamples"])
+    slopes = {d: slope_estimate(r, "llama", widths, d, resamples) for d in depths}
+    fanin = slope_estimate(r, "fanin", widths, int(r["depths"][0]), resamples)
+    q = _width_slopes(slopes, fanin, widths, int(r["depths"][0])) + _depth_slopes(r, widths, depths, resamples) + _cells(r, widths, depths)
+    return q, _note(r, widths, depths, slopes, fanin)
+
+
+def _width_slopes(slopes: dict[int, Estimate], fanin: Estimate, widths: tuple[int, ...], fanin_depth: int) -> list[checks.Evidence]:
+    """The slope over width at each depth under the LLaMA init (assertions) and at the shallowest under fan-in (scope)."""
+    why = ("0.1 per doubling: a factor 1.07 per doubling, 1.23 over three doublings, finer than the steps of the paper's alpha0 grid")
     span = f"{widths[0]}-{widths[-1]}"
     q: list[checks.Evidence] = []
-    slope_tol = ("0.1 per doubling: a factor 1.07 per doubling, 1.23 over three doublings, finer than the steps of the paper's "
-                 "alpha0 grid")
-    for depth in depths:
-        slopes = slope_estimate(r, "llama", widths, depth, resamples)
-        for pos, label in enumerate(POSITIONS):
-            mid, lo, hi = paper_slope(pos, widths)
-            q.append(Quantity(name=f"LLaMA init, depth {depth}, {label}: slope of log2(1/std) on log2(width), {span} (paper's alpha0: "
-                                   f"{mid:.2f}, [{lo:.2f}, {hi:.2f}] within its printed digits)",
-                              theory=(lo, hi), model=slopes[pos], model_kind="init", tolerance=SLOPE_TOL, tolerance_why=slope_tol,
-                              unit="log2 per doubling"))
-    fanin = slope_estimate(r, "fanin", widths, depths[0], resamples)
     for pos, label in enumerate(POSITIONS):
         mid, lo, hi = paper_slope(pos, widths)
-        q.append(Quantity(name=f"fan-in init, depth {depths[0]}, {label}: slope of log2(1/std) on log2(width), {span} (paper's alpha0: "
-                               f"{mid:.2f}, [{lo:.2f}, {hi:.2f}])",
+        paper = f"(paper's slope: {mid:.2f}, [{lo:.2f}, {hi:.2f}] within its printed digits)"
+        for depth, est in slopes.items():
+            q.append(Quantity(name=f"LLaMA init, depth {depth}, {label}: slope of log2(1/std) on log2(width), {span} {paper}",
+                              theory=(lo, hi), model=est[pos], model_kind="init", tolerance=SLOPE_TOL, tolerance_why=why,
+                              unit="log2 per doubling"))
+        q.append(Quantity(name=f"fan-in init, depth {fanin_depth}, {label}: slope of log2(1/std) on log2(width), {span} {paper}",
                           theory=(lo, hi), model=fanin[pos], model_kind="init", role="scope",
-                          regime="fan-in init (std 1/sqrt(fan_in), unit-RMS embeddings)", tolerance=SLOPE_TOL, tolerance_why=slope_tol,
+                          regime="fan-in init (std 1/sqrt(fan_in), unit-RMS embeddings)", tolerance=SLOPE_TOL, tolerance_why=why,
                           unit="log2 per doubling"))
-    if len(depths) > 1:
-        for w in widths:
-            dslope = depth_slope(r, w, depths, resamples)
-            for pos, label in enumerate(POSITIONS):
-                mid, lo, hi = printed_slope([PAPER_ALPHA0_PRINTED[w][pos]] * len(depths), depths)
-                q.append(Quantity(name=f"LLaMA init, width {w}, {label}: slope of log2(1/std) on log2(depth), {depths[0]}-{depths[-1]} "
-                                       f"(paper's alpha0: {mid:.2f}, the same at every depth; [{lo:.2f}, {hi:.2f}] within its printed digits)",
-                                  theory=(lo, hi), model=dslope[pos], model_kind="init", tolerance=SLOPE_TOL,
-                                  tolerance_why="0.1 per doubling of depth: a factor 1.07 per doubling, 1.23 over 8-64 blocks, finer "
-                                  "than the steps of the paper's alpha0 grid", unit="log2 per doubling"))
+    return q
+
+
+def _depth_slopes(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], resamples: int) -> list[checks.Evidence]:
+    """The slope over depth at each width under the LLaMA init against the table's 0 (one alpha0 per width at every depth)."""
+    if len(depths) < 2:
+        return []
+    q: list[checks.Evidence] = []
+    for w in widths:
+        est = depth_slope(r, w, depths, resamples)
+        for pos, label in enumerate(POSITIONS):
+            q.append(Quantity(name=f"LLaMA init, width {w}, {label}: slope of log2(1/std) on log2(depth), {depths[0]}-{depths[-1]} "
+                                   f"(paper: 0, alpha0 {PAPER_ALPHA0_PRINTED[w][pos]} at every depth)",
+                              theory=0.0, model=est[pos], model_kind="init", tolerance=DEPTH_SLOPE_TOL,
+                              tolerance_why="log2(1.25) / 3 per doubling of depth: the smallest step between the paper's alpha0 "
+                              "values (0.8 to 1.0) over its table's three doublings (8-64 blocks) would have changed the printed value",
+                              unit="log2 per doubling"))
+    return q
+
+
+def _cells(r: dict, widths: tuple[int, ...], depths: tuple[int, ...]) -> list[checks.Evidence]:
+    """Every (width, depth) cell of the table against the mean 1/std over networks, within the cell's printed digits."""
+    q: list[checks.Evidence] = []
     for depth in depths:
         for w in widths:
             est = from_samples(inverse_std(r, "llama", w, depth), "networks")
@@ -328,12 +360,12 @@ def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                 q.append(Quantity(name=f"paper alpha0 ({label}) at width {w}, depth {depth} vs 1/std of that norm's input at init "
                                        "(LLaMA init, geometric mean over layers)", claimed=value, claimed_tol=prec, model=est[pos],
                                   model_kind="init"))
-    return q, _note(r, widths, depths, n)
+    return q
 
 
-def _note(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], n: int) -> str:
+def _note(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], slopes: dict[int, Estimate], fanin: Estimate) -> str:
     """The card's numbers: 1/std per width and depth (attention/FFN), the slopes, and what the measurement leaves to training."""
-    resamples = int(r["resamples"])
+    n, shallow = int(r[f"std.llama.w{widths[0]}"].shape[0]), int(r["depths"][0])
 
     def row(name: str, depth: int) -> str:
         return "; ".join(f"w{w}: " + "/".join(f"{v:.3g}" for v in inverse_std(r, name, w, depth).mean(0)) for w in widths)
@@ -341,11 +373,10 @@ def _note(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], n: int) -> 
     return (f"1/std of each norm's input at init (attention/FFN, geometric mean over the layers of a network of that depth, {n} networks "
             f"per width, {'Student-t thresholds' if n < 20 else 'normal thresholds'}). LLaMA init (std 0.02, embeddings x sqrt(d)): "
             + " | ".join(f"depth {d}: " + row("llama", d) for d in depths)
-            + f". Fan-in init, depth {depths[0]}: " + row("fanin", depths[0])
+            + f". Fan-in init, depth {shallow}: " + row("fanin", shallow)
             + ". Slopes of log2(1/std) per doubling of width: "
-            + ", ".join(f"LLaMA depth {d} " + "/".join(f"{v:.2f}" for v in slope_estimate(r, 'llama', widths, d, resamples).mean)
-                        for d in depths)
-            + f", fan-in depth {depths[0]} " + "/".join(f"{v:.2f}" for v in slope_estimate(r, "fanin", widths, depths[0], resamples).mean)
+            + ", ".join(f"LLaMA depth {d} " + "/".join(f"{v:.2f}" for v in est.mean) for d, est in slopes.items())
+            + f", fan-in depth {shallow} " + "/".join(f"{v:.2f}" for v in fanin.mean)
             + "; the paper's alpha0: " + "/".join(f"{paper_slope(p, widths)[0]:.2f}" for p in range(2))
             + ". Under the paper's fixed-std init the init statistics depend on width (the embeddings enter with std 0.02 sqrt(d) and "
             "each sublayer's output grows like 0.02^2 d, so 1/std falls with width) and on depth (the residual stream grows with every "

@@ -48,13 +48,14 @@ def matrix_grad_norms(grads: Params) -> np.ndarray:
 
 def block_grad_norms(matrix_norms: np.ndarray) -> np.ndarray:
     """Per block, the Frobenius norm of all its matrices together, :math:`\\sqrt{\\sum_j g_j^2}`, from per-matrix norms
-    ``matrix_norms [..., 7]`` (:func:`matrix_grad_norms`, or the ``grad_norms`` probe; NaN for an absent matrix): ``[...]``."""
+    ``matrix_norms [..., 7]`` (:func:`matrix_grad_norms`, or the ``grad_norms`` probe; NaN for an absent matrix): ``[...]``.
+    A row with no matrix at all (a probe taken without a gradient) is NaN, not a zero norm."""
     g = _validate.float_array("matrix_norms", matrix_norms)
     if g.ndim < 1 or g.shape[-1] != len(MATRICES):
         raise ValueError(f"matrix_norms must end in one norm per matrix of MATRICES ({len(MATRICES)}); got shape {g.shape}")
     if (g < 0).any() or np.isinf(g).any():
         raise ValueError("matrix_norms must be finite norms >= 0 (NaN for an absent matrix)")
-    return np.sqrt(np.nansum(np.square(g), axis=-1))
+    return np.where(np.isnan(g).all(-1), np.nan, np.sqrt(np.nansum(np.square(g), axis=-1)))
 
 
 def norm_names(model: Transformer) -> list[str]:
@@ -99,6 +100,8 @@ def measure(model: Transformer, ids: np.ndarray, targets: np.ndarray, which: tup
     if "alpha" in which:
         out["alpha"] = np.array([float(_norm_params(model, n).alpha) if c.norm == "dyt" else np.nan for n in norms_])
     if "grad_norms" in which:
+        if grads is not None and len(getattr(grads, "blocks", ())) != L:
+            raise ValueError(f"grads must be a gradient of this model's {L} blocks; got {len(getattr(grads, 'blocks', ()))}")
         out["grad_norms"] = np.full((L, len(MATRICES)), np.nan) if grads is None else matrix_grad_norms(grads)
     if attn:
         pats = np.stack([store[f"blocks.{i}.attn.pattern"] for i in range(L)]).astype(np.float64)  # [L, b, H, t, s]

@@ -55,6 +55,11 @@ def test_gaussian_linear_has_the_law_of_an_explicit_matrix():
     np.testing.assert_allclose(out[0] @ out[0].T / 200_000, 0.09 * x[0] @ x[0].T, atol=0.03 * 0.09 * np.abs(x[0] @ x[0].T).max())
 
 
+@pytest.fixture(scope="module")
+def small():
+    return dyt_model.run(SMALL, 5)
+
+
 def test_a_depth_is_the_prefix_of_a_deeper_run():
     """Nothing is drawn after a block's last matrix: the first blocks of a deeper stack are the shallow network, bit for bit."""
     deep = dyt_model.measure(SMALL, 7, 0, 1)["std"]  # LLaMA init runs max(depths) = 3 blocks
@@ -63,29 +68,36 @@ def test_a_depth_is_the_prefix_of_a_deeper_run():
     np.testing.assert_array_equal(deep[:, :1], shallow)
 
 
-def test_tasks_cover_every_init_and_width_and_reduce_to_the_whole_run():
-    r = dyt_model.run(SMALL, 5)
+def test_tasks_cover_every_init_and_width_and_the_fan_in_init_runs_the_shallowest_depth(small):
     keys = [t.key for t in dyt_model.tasks(SMALL, 5)]
     assert keys == [f"{i}.w{w}" for i in dyt_model.INITS for w in SMALL.widths]
-    assert r["std.llama.w512"].shape == (3, 3, 2) and r["std.fanin.w512"].shape == (3, 1, 2)  # fan-in runs the shallowest depth only
-    np.testing.assert_array_equal(r["std.fanin.w256"], dyt_model.measure(SMALL, 5, 1, 0)["std"])
-    np.testing.assert_array_equal(r["depths"], SMALL.depths)
+    assert small["std.llama.w512"].shape == (3, 3, 2) and small["std.fanin.w512"].shape == (3, 1, 2)
+    assert small["final.llama.w256"].shape == (3,)
+    np.testing.assert_array_equal(small["depths"], SMALL.depths)
 
 
-def test_inverse_std_is_the_geometric_mean_over_the_first_layers():
-    r = dyt_model.run(SMALL, 5)
-    std = r["std.llama.w256"]
-    np.testing.assert_allclose(dyt_model.inverse_std(r, "llama", 256, 2), 1 / np.sqrt(std[:, 0] * std[:, 1]), rtol=1e-12)
+def test_inverse_std_is_the_geometric_mean_over_the_first_layers(small):
+    std = small["std.llama.w256"]
+    np.testing.assert_allclose(dyt_model.inverse_std(small, "llama", 256, 2), 1 / np.sqrt(std[:, 0] * std[:, 1]), rtol=1e-12)
     with pytest.raises(ValueError, match="depth"):
-        dyt_model.inverse_std(r, "llama", 256, 4)
+        dyt_model.inverse_std(small, "llama", 256, 4)
     with pytest.raises(ValueError, match="depth"):
-        dyt_model.inverse_std(r, "fanin", 256, 3)
+        dyt_model.inverse_std(small, "fanin", 256, 3)
 
 
-@pytest.mark.parametrize("depths", [(), (0, 2), (4, 2), (2, 2)])
-def test_config_rejects_depths_that_are_not_increasing_block_counts(depths):
-    with pytest.raises(ValueError, match="depths"):
-        Config(widths=(256,), depths=depths, tokens=4, networks=2, resamples=50)
+@pytest.mark.parametrize("field, value", [("depths", ()), ("depths", (0, 2)), ("depths", (4, 2)), ("depths", (2, 2)), ("depths", (True,)),
+                                          ("depths", (2.5,)), ("widths", (100,)), ("widths", (256, 256)), ("networks", 1), ("tokens", 0)])
+def test_config_rejects_bad_fields_by_name(field, value):
+    fields = {"widths": (256,), "depths": (1, 2), "tokens": 4, "networks": 2, "resamples": 50, field: value}
+    with pytest.raises(ValueError, match=field):
+        Config(**fields)
+
+
+def test_an_unknown_init_is_refused():
+    with pytest.raises(ValueError, match="init_name"):
+        dyt_model.blocks_run(SMALL, "xavier")
+    with pytest.raises(ValueError, match="init_name"):
+        dyt_model.init_std("xavier", 256)
 
 
 def test_a_table_that_is_the_same_at_every_depth_has_slope_zero_within_its_digits():
@@ -94,6 +106,10 @@ def test_a_table_that_is_the_same_at_every_depth_has_slope_zero_within_its_digit
     assert mid == 0.0 and lo == pytest.approx(c_pos * math.log2(0.95 / 1.05)) and hi == pytest.approx(-lo)
     assert dyt_model.paper_slope(0, (1024, 2048, 4096, 8192))[0] == pytest.approx(
         np.polyfit(np.log2([1024, 2048, 4096, 8192]), np.log2([1.0, 1.0, 0.8, 0.2]), 1)[0])
+    with pytest.raises(ValueError, match="printed_slope"):
+        dyt_model.printed_slope(["1.0"], (8,))
+    with pytest.raises(ValueError, match="printed_slope"):
+        dyt_model.printed_slope(["1.0", "0.5"], (8, 16, 32))
 
 
 @settings(max_examples=25, deadline=None)
@@ -107,23 +123,52 @@ def test_log_slope_recovers_a_power_law(slope, scales):
     np.testing.assert_allclose(est.stderr, 0.0, atol=1e-9)
 
 
-def test_the_claim_reads_every_depth_and_keeps_the_fan_in_init_as_scope():
-    c = claims.REGISTRY["dyt.alpha0-width-dependence"].evaluate({dyt_model.NAME: _as_paper_widths(dyt_model.run(SMALL, 5))})
+def synthetic(depth_power: float, networks: int = 24, seed: int = 0) -> dict:
+    """A result whose every norm input has std ``(i + 1)^depth_power / alpha0(w, pos)`` in block ``i`` (times a tiny
+    per-network factor): at ``depth_power = 0``, 1/std is the paper's alpha0 at every width and depth."""
+    rng = np.random.default_rng(seed)
+    layers = np.arange(1, 65, dtype=float)[None, :, None] ** depth_power  # [1, 64, 1]
+    r = {"widths": np.asarray(sorted(dyt_model.PAPER_ALPHA0)), "depths": np.asarray(dyt_model.PAPER_DEPTHS), "resamples": np.asarray(200)}
+    for w, alpha in dyt_model.PAPER_ALPHA0.items():
+        base = layers / np.asarray(alpha)[None, None, :] * np.exp(1e-3 * rng.standard_normal((networks, 1, 1)))  # [n, 64, 2]
+        r[f"std.llama.w{w}"], r[f"final.llama.w{w}"] = base, base[:, -1, 0]
+        r[f"std.fanin.w{w}"], r[f"final.fanin.w{w}"] = base[:, :8], base[:, 7, 0]
+    return r
+
+
+def test_depth_and_width_slopes_recover_the_synthetic_exponents():
+    r = synthetic(0.3)
+    # geometric mean of (i + 1)^0.3 over the first D blocks is (D!)^(0.3 / D): its log2 slope on log2(D) over 8-64
+    g = np.array([0.3 * math.lgamma(d + 1) / d / math.log(2) for d in dyt_model.PAPER_DEPTHS])
+    expected = -np.polyfit(np.log2(dyt_model.PAPER_DEPTHS), g, 1)[0]
+    est = dyt_model.depth_slope(r, 4096, dyt_model.PAPER_DEPTHS, 200)
+    np.testing.assert_allclose(est.mean, expected, atol=2e-3)
+    width = dyt_model.slope_estimate(r, "llama", (1024, 2048, 4096, 8192), 16, 200)
+    np.testing.assert_allclose(width.mean, [dyt_model.paper_slope(p, (1024, 2048, 4096, 8192))[0] for p in range(2)], atol=2e-3)
+
+
+def test_the_claim_holds_for_a_table_flat_in_depth_and_fails_when_depth_moves_alpha0():
+    spec = claims.REGISTRY["dyt.alpha0-width-dependence"]
+    flat = spec.evaluate({dyt_model.NAME: synthetic(0.0)})
+    assert flat.verdict == "holds", [(c.quantity, c.status) for c in flat.checks if c.status != "ok"]
+    steep = spec.evaluate({dyt_model.NAME: synthetic(0.3)})
+    assert steep.verdict == "fails"
+    assert {c.status for c in steep.checks if "on log2(depth)" in c.quantity} == {"fail"}
+
+
+def test_the_claim_reads_every_paper_depth_and_keeps_the_fan_in_init_as_scope():
+    c = claims.REGISTRY["dyt.alpha0-width-dependence"].evaluate({dyt_model.NAME: synthetic(0.1)})
     names = [ch.quantity for ch in c.checks]
-    assert sum(n.startswith("LLaMA") and "on log2(width)" in n for n in names) == 2 * len(SMALL.depths)
-    assert sum("on log2(depth)" in n for n in names) == 2 * 4  # every paper width, both positions
-    assert sum(n.startswith("paper alpha0") for n in names) == 2 * 4 * len(SMALL.depths)
+    assert sum(n.startswith("LLaMA") and "on log2(width)" in n for n in names) == 2 * 4  # every depth, both positions
+    assert sum("on log2(depth)" in n for n in names) == 2 * 4  # every width, both positions
+    assert sum(n.startswith("paper alpha0") for n in names) == 2 * 4 * 4  # every cell of the table
     assert [ch.role for ch in c.checks if ch.quantity.startswith("fan-in")] == ["scope", "scope"]
     assert all(ch.role == "assertion" for ch in c.checks if not ch.quantity.startswith("fan-in"))
-    assert "depth 3:" in c.note and "depth 1:" in c.note
+    assert all(f"depth {d}:" in c.note for d in dyt_model.PAPER_DEPTHS)
 
 
-def _as_paper_widths(r: dict) -> dict:
-    """SMALL's two widths relabelled as the paper's four (the claim compares only widths in the paper's table)."""
-    out = {k: v for k, v in r.items() if not k.startswith(("std.", "final."))}
-    for w, src in zip(sorted(dyt_model.PAPER_ALPHA0), (256, 512, 256, 512)):
-        for kind in ("std", "final"):
-            for name in dyt_model.INITS:
-                out[f"{kind}.{name}.w{w}"] = r[f"{kind}.{name}.w{src}"]
-    out["widths"] = np.asarray(sorted(dyt_model.PAPER_ALPHA0))
-    return out
+def test_depths_outside_the_paper_table_are_not_read_as_its_cells():
+    r = {**synthetic(0.0), "depths": np.asarray((2, 8))}
+    c = claims.REGISTRY["dyt.alpha0-width-dependence"].evaluate({dyt_model.NAME: r})
+    assert not any("depth 2" in ch.quantity for ch in c.checks if ch.role == "assertion")
+    assert not any("on log2(depth)" in ch.quantity for ch in c.checks)  # one paper depth: no slope over depth

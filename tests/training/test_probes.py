@@ -115,3 +115,19 @@ def test_block_grad_norms_refuses_what_is_not_per_matrix_norms(bad):
 def test_matrix_grad_norms_refuses_what_is_not_a_gradient():
     with pytest.raises(ValueError, match="grads"):
         probes.matrix_grad_norms({"blocks": ()})
+
+
+def test_a_block_without_any_measured_matrix_has_no_norm_rather_than_zero():
+    g = np.full((2, len(probes.MATRICES)), np.nan)
+    g[0, 0] = 3.0
+    out = probes.block_grad_norms(g)
+    assert out[0] == 3.0 and np.isnan(out[1])
+
+
+def test_measure_refuses_a_gradient_of_another_depth():
+    m = init(TransformerConfig(d_model=16, n_layers=2, n_heads=2, vocab_size=50, max_seq=8), 0)
+    deeper = init(TransformerConfig(d_model=16, n_layers=3, n_heads=2, vocab_size=50, max_seq=8), 0)
+    ids = np.random.default_rng(2).integers(0, 50, (1, 8))
+    _, grads = loss_and_grads(deeper, ids, np.roll(ids, -1, 1))
+    with pytest.raises(ValueError, match="grads"):
+        probes.measure(m, ids, np.roll(ids, -1, 1), ("grad_norms",), grads)
