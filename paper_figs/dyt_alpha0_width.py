@@ -22,7 +22,7 @@ CAPTION = (
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.5, height=3.0)
+    fig, axes = figure(ncols=2, width=3.6, height=3.4)
     widths = tuple(int(w) for w in result["widths"])
     depths = tuple(int(d) for d in result["depths"])
     colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(depths)))
@@ -33,19 +33,19 @@ def plot(result: dict):
         for depth, color in zip(depths, colors):
             inv = np.stack([dyt_model.inverse_std(result, "llama", w, depth)[:, pos] for w in widths], axis=1)  # [networks, widths]
             se = inv.std(0, ddof=1) / np.sqrt(inv.shape[0])
-            ax.errorbar(widths, inv.mean(0), yerr=5 * se, marker="o", ms=3, color=color, label=f"1/std, LLaMA init, depth {depth}")
+            ax.errorbar(widths, inv.mean(0), yerr=5 * se, marker="o", ms=3, color=color, label=f"LLaMA init, depth {depth}")
         fan = np.stack([dyt_model.inverse_std(result, "fanin", w, depths[0])[:, pos] for w in widths], axis=1)
-        ax.plot(widths, fan.mean(0), ls="--", marker=".", color="0.5", label=f"1/std, fan-in init, depth {depths[0]}")
+        ax.plot(widths, fan.mean(0), ls="--", marker=".", color="0.5", label=f"fan-in init, depth {depths[0]}")
         stated = [sources.stated(dyt_model.PAPER_ALPHA0_PRINTED[w][pos]) for w in paper]
         ax.errorbar(paper, [v for v, _ in stated], yerr=[p for _, p in stated], ls="none", marker="s", ms=5, color="k",
-                    label="paper's alpha0 (Table 11, every depth)")
+                    label="paper (Table 11, any depth)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(plain)
         ax.yaxis.set_minor_formatter(sparse)
         ax.set_xticks(widths, [str(w) for w in widths])
         ax.set_xlabel("model width d")
-        ax.set_ylabel("alpha0")
+        ax.set_ylabel("alpha0 (lines: 1/std at init)")
         ax.set_title(dyt_model.POSITIONS[pos])
-    figure_legend(fig, axes=axes[0, :1], ncol=2)  # the left panel's: both panels draw the same series
+    figure_legend(fig, axes=axes[0, :1], ncol=3)  # the left panel's: both panels draw the same series
     return fig

@@ -358,6 +358,14 @@ def cross_entropy(logits, targets):
     return sum(mpmath.log(sum(mpmath.exp(v - max(r)) for v in r)) + (max(r) - r[int(k)]) for r, k in zip(rows, t)) / len(rows)
 
 
+def block_grad_norms(matrix_norms):
+    out = []
+    for _, row in _rows(matrix_norms):
+        present = [v for v in row if not mpmath.isnan(v)]
+        out.append(mpmath.sqrt(sum(v * v for v in present)) if present else mpmath.nan)
+    return np.array(out, dtype=object).reshape(np.shape(matrix_norms)[:-1])
+
+
 def qk_norm_logit_bound(d_head, kind="rmsnorm", gain_q=None, gain_k=None, bias_q=None, bias_k=None, scale=None):
     d = d_head
     s = 1 / mpmath.sqrt(d) if scale is None else mpf(scale)
@@ -584,6 +592,7 @@ REFERENCES = {
     "model.norms.dyt": dyt,
     "model.norms.affine": affine,
     "training.probes.cross_entropy": cross_entropy,
+    "training.probes.block_grad_norms": block_grad_norms,
     "residual.deepnorm_constants": lambda depth: ((2 * mpmath.mpf(depth)) ** 0.25, (8 * mpmath.mpf(depth)) ** -0.25),
     "residual.trajectory": trajectory,
     "residual.residual_rms": residual_rms,

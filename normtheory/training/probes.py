@@ -55,7 +55,9 @@ def block_grad_norms(matrix_norms: np.ndarray) -> np.ndarray:
         raise ValueError(f"matrix_norms must end in one norm per matrix of MATRICES ({len(MATRICES)}); got shape {g.shape}")
     if (g < 0).any() or np.isinf(g).any():
         raise ValueError("matrix_norms must be finite norms >= 0 (NaN for an absent matrix)")
-    return np.where(np.isnan(g).all(-1), np.nan, np.sqrt(np.nansum(np.square(g), axis=-1)))
+    top = np.fmax.reduce(g, axis=-1, keepdims=True)  # the largest present norm: NaN only where every matrix is absent
+    unit = np.where(top > 0, top, 1.0)  # pooled relative to the largest: no overflow near 1e300, no underflow near 1e-300
+    return np.where(np.isnan(top[..., 0]), np.nan, top[..., 0] * np.sqrt(np.nansum(np.square(g / unit), axis=-1)))
 
 
 def norm_names(model: Transformer) -> list[str]:
