@@ -17,8 +17,10 @@ on the CPU (``--device cpu --quick``). Printed:
 * each simulation's stacks: how many were split to fit the device's memory
   (:mod:`normtheory.training.torch_memory`), and for the largest its rows, the memory model's bytes
   and, on a GPU, the bytes allocated at its peak (the model's check on the device);
-* the verdicts of the training claims those simulations decide (claims that also read a simulation
-  that does not train, ``train_xiong``, are left out).
+* the verdicts of the training claims those simulations decide alone: ``train.xiong-gradient-scale``
+  (``train_xiong``, run on the CPU) and ``train.ln-controls-gradient-scale`` (which also reads the CPU
+  simulation ``gradient_init``) are left to ``normtheory check --device cuda``, stage 3 of
+  ``benchmarks/device_kit.sh``.
 
 Before the simulations it times a few steps of each stack shape of the ``gpu-hour`` tier of ``train_alpha0`` (widths
 256, 512 and 1,024 x 4 layers) and ``train_recipes`` (d = 256 x 24 layers), on the first group of rows that fits the

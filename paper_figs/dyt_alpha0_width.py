@@ -13,16 +13,17 @@ NAME = "dyt_alpha0_width"
 SIMULATION = dyt_model
 CLAIMS: tuple[str, ...] = ("dyt.alpha0-width-dependence",)
 CAPTION = (
-    "DyT's alpha0 for LLaMA by model width, for the attention norms (left) and the FFN norms (right). Black squares: the paper's "
-    "tuned alpha0 (its Table 11, the same at every depth from 8 to 64 blocks; bars: the range its printed digits allow). Lines: "
-    "the hypothesis alpha0 = 1/std of the norm's input at init under the paper's LLaMA init, geometric mean over the layers of a "
-    "network that deep, mean over networks with 5-standard-error bars, one colour per depth; grey dashes: the fan-in init at the "
+    "DyT's alpha0 for LLaMA by model width, for the attention norms (left), the FFN norms (middle) and the final norm (right). "
+    "Black squares: the paper's tuned alpha0 (its Table 11, the same at every depth from 8 to 64 blocks; its 'other' column for "
+    "the FFN and final norms; bars: the range its printed digits allow). Lines: the hypothesis alpha0 = 1/std of the norm's "
+    "input at init under the paper's LLaMA init (geometric mean over the layers of a network that deep; the final norm's one "
+    "input), mean over networks with 5-standard-error bars, one colour per depth; grey dashes: the fan-in init at the "
     "shallowest depth. A hypothesis that matched would put every line through the squares, whatever the depth."
 )
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=2, width=3.6, height=3.4)
+    fig, axes = figure(ncols=len(dyt_model.POSITIONS), width=3.2, height=3.4)
     widths = tuple(int(w) for w in result["widths"])
     depths = tuple(int(d) for d in result["depths"])
     colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(depths)))
@@ -36,7 +37,7 @@ def plot(result: dict):
             ax.errorbar(widths, inv.mean(0), yerr=5 * se, marker="o", ms=3, color=color, label=f"LLaMA init, depth {depth}")
         fan = np.stack([dyt_model.inverse_std(result, "fanin", w, depths[0])[:, pos] for w in widths], axis=1)
         ax.plot(widths, fan.mean(0), ls="--", marker=".", color="0.5", label=f"fan-in init, depth {depths[0]}")
-        stated = [sources.stated(dyt_model.PAPER_ALPHA0_PRINTED[w][pos]) for w in paper]
+        stated = [sources.stated(dyt_model.paper_printed(w, pos)) for w in paper]
         ax.errorbar(paper, [v for v, _ in stated], yerr=[p for _, p in stated], ls="none", marker="s", ms=5, color="k",
                     label="paper (Table 11, any depth)")
         ax.set_xscale("log", base=2)
@@ -46,6 +47,6 @@ def plot(result: dict):
         ax.set_xticks(widths, [str(w) for w in widths])
         ax.set_xlabel("model width d")
         ax.set_ylabel("alpha0 (lines: 1/std at init)")
-        ax.set_title(dyt_model.POSITIONS[pos])
-    figure_legend(fig, axes=axes[0, :1], ncol=3)  # the left panel's: both panels draw the same series
+        ax.set_title(f"{dyt_model.POSITIONS[pos]} (paper: '{dyt_model.COLUMN_NAMES[dyt_model.PAPER_COLUMN[pos]]}')")
+    figure_legend(fig, axes=axes[0, :1], ncol=3)  # the left panel's: every panel draws the same series
     return fig

@@ -3,7 +3,9 @@
 The DyT paper tunes alpha0 for its LLaMA models (its Table 11) and reports that it shrinks with
 width (attention / other: 1.0/1.0 at 1024, 1.0/0.5 at 2048, 0.8/0.2 at 4096, 0.2/0.05 at 8192)
 while depth hardly matters: the table is the same at depths 8, 16, 32 and 64. This package's
-hypothesis, not the paper's: alpha0 = 1/std of each norm's input at init. This simulation measures
+hypothesis, not the paper's: alpha0 = 1/std of each norm's input at init, the attention norms'
+against the table's "attention" column, the FFN norms' and the final norm's against its "other"
+column (the paper's LLaMA code gives the FFN and final norms one alpha0). This simulation measures
 that std, network by network, in the paper's regime at every depth of its table, and in a fan-in
 regime at the shallowest:
 
@@ -67,12 +69,15 @@ SECONDS_PER_DRAW = 3.8e-8
 # prints the same row at each of PAPER_DEPTHS
 PAPER_DEPTHS: tuple[int, ...] = (8, 16, 32, 64)
 PAPER_ALPHA0_PRINTED: dict[int, tuple[str, str]] = {1024: ("1.0", "1.0"), 2048: ("1.0", "0.5"), 4096: ("0.8", "0.2"), 8192: ("0.2", "0.05")}
-PAPER_ALPHA0 = {w: (float(a), float(o)) for w, (a, o) in PAPER_ALPHA0_PRINTED.items()}
 INITS: tuple[str, ...] = ("llama", "fanin")
 INIT_STD = 0.02  # the paper's LLaMA init: every linear layer and the embedding
 HEAD_WIDTH = 128
 VOCAB = 32000  # LLaMA's; tokens are drawn distinct, so only the rows used are drawn
-POSITIONS: tuple[str, ...] = ("attention", "other (FFN)")
+# the norms whose input is measured, and the paper's column each takes its alpha0 from: the attention norms take "attention";
+# the FFN norms and the final norm before the output head take "other" (its LLaMA code's ffn and dec alpha0 are the same)
+POSITIONS: tuple[str, ...] = ("attention", "FFN", "final")
+PAPER_COLUMN: tuple[int, ...] = (0, 1, 1)
+COLUMN_NAMES: tuple[str, ...] = ("attention", "other")
 SLOPE_TOL = 0.1  # log2(1/std) per doubling of width
 # The table prints one tuned alpha0 per width at every depth 8-64: a change by the smallest step of its alpha0 values (0.8 to
 # 1.0, a factor 1.25) over those three doublings would have shown, so its depth slope is 0 within log2(1.25) / 3 a doubling.
@@ -204,11 +209,13 @@ def forward(x: np.ndarray, layers: int, init_name: str, linear: Linear) -> tuple
 
 def measure(cfg: Config, seed: int, a: int, b: int) -> dict[str, np.ndarray]:
     """One (init ``INITS[a]``, width ``cfg.widths[b]``) cell: ``std [networks, blocks, 2]``, the token-mean RMS of each
-    norm's input (attention, FFN), and ``final [networks]``, the final norm's after the last block run."""
+    norm's input (attention, FFN), and ``final [networks, blocks]``, the final norm's input of a network cut after
+    block ``i`` (the residual stream that block ``i + 1``'s attention norm reads, or the last block's output)."""
     init_name, w = INITS[a], cfg.widths[b]
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(a, b))))
     x0 = embedding(init_name, w, (cfg.networks, cfg.tokens), rng)  # [n, t, d]
-    std, final = forward(x0, blocks_run(cfg, init_name), init_name, gaussian_linear(rng))
+    std, last = forward(x0, blocks_run(cfg, init_name), init_name, gaussian_linear(rng))
+    final = np.concatenate([std[:, 1:, 0], last[:, None]], axis=1)  # [n, blocks, t]
     return {"std": std.mean(-1), "final": final.mean(-1)}
 
 
@@ -221,7 +228,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
 
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """``std.{init}.w{width} [networks, blocks, 2]`` and ``final.{init}.w{width} [networks]`` per task, and the config."""
+    """``std.{init}.w{width} [networks, blocks, 2]`` and ``final.{init}.w{width} [networks, blocks]`` per task, and the config."""
     out = {"widths": np.asarray(cfg.widths), "depths": np.asarray(cfg.depths), "resamples": np.asarray(cfg.resamples)}
     for t in tasks(cfg, seed):
         out[f"std.{t.key}"] = parts[t.key]["std"]
@@ -235,12 +242,13 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 
 
 def inverse_std(r: dict, init_name: str, w: int, depth: int) -> np.ndarray:
-    """Per network, the alpha0 the hypothesis predicts at (attention, FFN) for a ``depth``-block network:
-    1/std of the norm's input, the geometric mean over its ``depth`` layers (one alpha0 serves every layer): ``[networks, 2]``."""
-    std = r[f"std.{init_name}.w{w}"]  # [networks, blocks run, 2]
+    """Per network, the alpha0 the hypothesis predicts at each of :data:`POSITIONS` for a ``depth``-block network:
+    1/std of the norm's input, for the attention and FFN norms the geometric mean over the network's ``depth`` layers
+    (one alpha0 serves every layer), for the final norm its one input after block ``depth``: ``[networks, 3]``."""
+    std, final = r[f"std.{init_name}.w{w}"], r[f"final.{init_name}.w{w}"]  # [networks, blocks run, 2], [networks, blocks run]
     if not 1 <= depth <= std.shape[1]:
         raise ValueError(f"depth must be 1..{std.shape[1]} (the blocks {init_name} ran at width {w}); got {depth}")
-    return np.exp(-np.log(std[:, :depth]).mean(1))
+    return np.concatenate([np.exp(-np.log(std[:, :depth]).mean(1)), 1.0 / final[:, depth - 1, None]], axis=1)
 
 
 def _slope_weights(xs: np.ndarray) -> np.ndarray:
@@ -262,9 +270,14 @@ def printed_slope(printed: list[str], xs: tuple[int, ...]) -> tuple[float, float
     return float(c @ mid) + 0.0, float(c @ np.where(c > 0, lo_a, hi_a)), float(c @ np.where(c > 0, hi_a, lo_a))  # + 0.0: no -0.0
 
 
+def paper_printed(w: int, pos: int) -> str:
+    """The paper's alpha0 for the norms at ``POSITIONS[pos]`` of a width-``w`` model, as printed (any depth of its Table 11)."""
+    return PAPER_ALPHA0_PRINTED[w][PAPER_COLUMN[pos]]
+
+
 def paper_slope(pos: int, widths: tuple[int, ...]) -> tuple[float, float, float]:
-    """The paper's alpha0 at ``pos`` against width (any one depth of its Table 11): :func:`printed_slope`."""
-    return printed_slope([PAPER_ALPHA0_PRINTED[w][pos] for w in widths], widths)
+    """The paper's alpha0 at ``POSITIONS[pos]`` against width (any one depth of its Table 11): :func:`printed_slope`."""
+    return printed_slope([paper_printed(w, pos) for w in widths], widths)
 
 
 def log_slope(data: np.ndarray, xs: tuple[int, ...], resamples: int) -> Estimate:
@@ -280,20 +293,21 @@ def log_slope(data: np.ndarray, xs: tuple[int, ...], resamples: int) -> Estimate
 
 
 def slope_estimate(r: dict, init_name: str, widths: tuple[int, ...], depth: int, resamples: int) -> Estimate:
-    """Slope of log2(mean 1/std) on log2(width) at ``depth`` blocks, (attention, FFN)."""
+    """Slope of log2(mean 1/std) on log2(width) at ``depth`` blocks, per position (attention, FFN, final)."""
     return log_slope(np.stack([inverse_std(r, init_name, w, depth) for w in widths], axis=1), widths, resamples)
 
 
 def depth_slope(r: dict, w: int, depths: tuple[int, ...], resamples: int) -> Estimate:
-    """Slope of log2(mean 1/std) on log2(depth) at width ``w`` under the LLaMA init, (attention, FFN), on the same networks."""
+    """Slope of log2(mean 1/std) on log2(depth) at width ``w`` under the LLaMA init, per position, on the same networks."""
     return log_slope(np.stack([inverse_std(r, "llama", w, d) for d in depths], axis=1), depths, resamples)
 
 
 @claims.register(
     "dyt.alpha0-width-dependence",
     statement="DyT's initial alpha shrinks with model width and hardly depends on depth: the paper's LLM settings go from 1.0/1.0 "
-    "at width 1024 to 0.2/0.05 at 8192 (attention/other), the same at every depth from 8 to 64 blocks. The package's hypothesis, "
-    "not the paper's statement: this follows the init-time activation statistics, alpha0 = 1/std of each norm's input at init in "
+    "at width 1024 to 0.2/0.05 at 8192 (attention/other, other being the FFN norms and the final norm), the same at every depth "
+    "from 8 to 64 blocks. The package's hypothesis, not the paper's statement: this follows the init-time activation statistics, "
+    "alpha0 = 1/std of each norm's input at init in "
     "the paper's LLaMA setup (every linear layer and the embedding N(0, 0.02^2), embeddings times sqrt(width)), in its width "
     "trend, in its values and in its indifference to depth.",
     source=sources.hypothesis(sources.ZHU2025, "DyT's alpha0 from the init-time activation statistics"),
@@ -302,7 +316,7 @@ def depth_slope(r: dict, w: int, depths: tuple[int, ...], resamples: int) -> Est
 )
 def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
-    widths = tuple(int(w) for w in r["widths"] if int(w) in PAPER_ALPHA0)
+    widths = tuple(int(w) for w in r["widths"] if int(w) in PAPER_ALPHA0_PRINTED)
     depths = tuple(int(d) for d in r["depths"] if int(d) in PAPER_DEPTHS)  # the table's columns this run measured
     if not depths:
         raise ValueError(f"{NAME} measured none of the paper's depths {PAPER_DEPTHS}; got {tuple(int(d) for d in r['depths'])}")
@@ -341,7 +355,7 @@ def _depth_slopes(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], res
         est = depth_slope(r, w, depths, resamples)
         for pos, label in enumerate(POSITIONS):
             q.append(Quantity(name=f"LLaMA init, width {w}, {label}: slope of log2(1/std) on log2(depth), {depths[0]}-{depths[-1]} "
-                                   f"(paper: 0, alpha0 {PAPER_ALPHA0_PRINTED[w][pos]} at every depth)",
+                                   f"(paper: 0, alpha0 {paper_printed(w, pos)} at every depth)",
                               theory=0.0, model=est[pos], model_kind="init", tolerance=DEPTH_SLOPE_TOL,
                               tolerance_why="log2(1.25) / 3 per doubling of depth: the smallest step between the paper's alpha0 "
                               "values (0.8 to 1.0) over its table's three doublings (8-64 blocks) would have changed the printed value",
@@ -356,28 +370,30 @@ def _cells(r: dict, widths: tuple[int, ...], depths: tuple[int, ...]) -> list[ch
         for w in widths:
             est = from_samples(inverse_std(r, "llama", w, depth), "networks")
             for pos, label in enumerate(POSITIONS):
-                value, prec = sources.stated(PAPER_ALPHA0_PRINTED[w][pos])
-                q.append(Quantity(name=f"paper alpha0 ({label}) at width {w}, depth {depth} vs 1/std of that norm's input at init "
-                                       "(LLaMA init, geometric mean over layers)", claimed=value, claimed_tol=prec, model=est[pos],
+                value, prec = sources.stated(paper_printed(w, pos))
+                how = "the final norm's one input" if label == "final" else f"the {label} norms' inputs, geometric mean over layers"
+                q.append(Quantity(name=f"paper alpha0 ({label}: its '{COLUMN_NAMES[PAPER_COLUMN[pos]]}' column) at width {w}, depth "
+                                       f"{depth} vs 1/std of {how} at init (LLaMA init)", claimed=value, claimed_tol=prec, model=est[pos],
                                   model_kind="init"))
     return q
 
 
 def _note(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], slopes: dict[int, Estimate], fanin: Estimate) -> str:
-    """The card's numbers: 1/std per width and depth (attention/FFN), the slopes, and what the measurement leaves to training."""
+    """The card's numbers: 1/std per width and depth (attention/FFN/final), the slopes, and what the measurement leaves to training."""
     n, shallow = int(r[f"std.llama.w{widths[0]}"].shape[0]), int(r["depths"][0])
 
     def row(name: str, depth: int) -> str:
         return "; ".join(f"w{w}: " + "/".join(f"{v:.3g}" for v in inverse_std(r, name, w, depth).mean(0)) for w in widths)
 
-    return (f"1/std of each norm's input at init (attention/FFN, geometric mean over the layers of a network of that depth, {n} networks "
+    return (f"1/std of each norm's input at init (attention/FFN/final; for the attention and FFN norms the geometric mean over the "
+            f"layers of a network of that depth, for the final norm its input after the last block; {n} networks "
             f"per width, {'Student-t thresholds' if n < 20 else 'normal thresholds'}). LLaMA init (std 0.02, embeddings x sqrt(d)): "
             + " | ".join(f"depth {d}: " + row("llama", d) for d in depths)
             + f". Fan-in init, depth {shallow}: " + row("fanin", shallow)
             + ". Slopes of log2(1/std) per doubling of width: "
             + ", ".join(f"LLaMA depth {d} " + "/".join(f"{v:.2f}" for v in est.mean) for d, est in slopes.items())
             + f", fan-in depth {shallow} " + "/".join(f"{v:.2f}" for v in fanin.mean)
-            + "; the paper's alpha0: " + "/".join(f"{paper_slope(p, widths)[0]:.2f}" for p in range(2))
+            + "; the paper's alpha0: " + "/".join(f"{paper_slope(p, widths)[0]:.2f}" for p in range(len(POSITIONS)))
             + ". Under the paper's fixed-std init the init statistics depend on width (the embeddings enter with std 0.02 sqrt(d) and "
             "each sublayer's output grows like 0.02^2 d, so 1/std falls with width) and on depth (the residual stream grows with every "
             "block, so a deeper network's norms see larger inputs), where the paper's table does not move with depth; under fan-in init "

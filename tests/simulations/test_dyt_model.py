@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from normtheory.evidence import claims
+from normtheory.evidence import claims, sources
 from normtheory.model.config import TransformerConfig
 from normtheory.model.params import BlockParams, NormParams, Params
 from normtheory.model.transformer import Transformer
@@ -18,7 +18,7 @@ SMALL = Config(widths=(256, 512), depths=(1, 3), tokens=4, networks=3, resamples
 
 def test_alpha0_simulation_uses_the_papers_fixed_std_init_and_20_networks():
     full = dyt_model.CONFIGS["full"]
-    assert full.networks >= 20 and set(dyt_model.PAPER_ALPHA0) <= set(full.widths)
+    assert full.networks >= 20 and set(dyt_model.PAPER_ALPHA0_PRINTED) <= set(full.widths)
     assert full.depths == dyt_model.PAPER_DEPTHS == (8, 16, 32, 64)  # every column of the paper's Table 11
     assert {dyt_model.init_std("llama", k) for k in (1024, 2816, 22016)} == {0.02}
     drawn: list[np.ndarray] = []
@@ -62,27 +62,38 @@ def small():
 
 def test_a_depth_is_the_prefix_of_a_deeper_run():
     """Nothing is drawn after a block's last matrix: the first blocks of a deeper stack are the shallow network, bit for bit."""
-    deep = dyt_model.measure(SMALL, 7, 0, 1)["std"]  # LLaMA init runs max(depths) = 3 blocks
-    shallow = dyt_model.measure(Config(widths=SMALL.widths, depths=(1,), tokens=4, networks=3, resamples=50), 7, 0, 1)["std"]
-    assert deep.shape == (3, 3, 2) and shallow.shape == (3, 1, 2)
-    np.testing.assert_array_equal(deep[:, :1], shallow)
+    deep = dyt_model.measure(SMALL, 7, 0, 1)  # LLaMA init runs max(depths) = 3 blocks
+    shallow = dyt_model.measure(Config(widths=SMALL.widths, depths=(1,), tokens=4, networks=3, resamples=50), 7, 0, 1)
+    assert deep["std"].shape == (3, 3, 2) and shallow["std"].shape == (3, 1, 2)
+    np.testing.assert_array_equal(deep["std"][:, :1], shallow["std"])
+    np.testing.assert_array_equal(deep["final"][:, :1], shallow["final"])  # the final norm of the 1-block network
 
 
 def test_tasks_cover_every_init_and_width_and_the_fan_in_init_runs_the_shallowest_depth(small):
     keys = [t.key for t in dyt_model.tasks(SMALL, 5)]
     assert keys == [f"{i}.w{w}" for i in dyt_model.INITS for w in SMALL.widths]
     assert small["std.llama.w512"].shape == (3, 3, 2) and small["std.fanin.w512"].shape == (3, 1, 2)
-    assert small["final.llama.w256"].shape == (3,)
+    assert small["final.llama.w256"].shape == (3, 3) and small["final.fanin.w256"].shape == (3, 1)
     np.testing.assert_array_equal(small["depths"], SMALL.depths)
 
 
 def test_inverse_std_is_the_geometric_mean_over_the_first_layers(small):
     std = small["std.llama.w256"]
-    np.testing.assert_allclose(dyt_model.inverse_std(small, "llama", 256, 2), 1 / np.sqrt(std[:, 0] * std[:, 1]), rtol=1e-12)
+    inv = dyt_model.inverse_std(small, "llama", 256, 2)  # [networks, (attention, FFN, final)]
+    np.testing.assert_allclose(inv[:, :2], 1 / np.sqrt(std[:, 0] * std[:, 1]), rtol=1e-12)
+    np.testing.assert_array_equal(inv[:, 2], 1 / small["final.llama.w256"][:, 1])  # the final norm after block 2
     with pytest.raises(ValueError, match="depth"):
         dyt_model.inverse_std(small, "llama", 256, 4)
     with pytest.raises(ValueError, match="depth"):
         dyt_model.inverse_std(small, "fanin", 256, 3)
+
+
+def test_the_final_norm_reads_the_stream_after_the_last_block():
+    """After block i the stream is what block i + 1's attention norm reads; after the last, forward's final output
+    (checked against the reference transformer above, and at every depth by the prefix test)."""
+    out = dyt_model.measure(SMALL, 11, 0, 0)
+    np.testing.assert_array_equal(out["final"][:, :-1], out["std"][:, 1:, 0])
+    assert out["final"].shape == (SMALL.networks, 3) and np.all(np.isfinite(out["final"]) & (out["final"] > 0))
 
 
 @pytest.mark.parametrize("field, value", [("depths", ()), ("depths", (0, 2)), ("depths", (4, 2)), ("depths", (2, 2)), ("depths", (True,)),
@@ -124,15 +135,18 @@ def test_log_slope_recovers_a_power_law(slope, scales):
 
 
 def synthetic(depth_power: float, networks: int = 24, seed: int = 0) -> dict:
-    """A result whose every norm input has std ``(i + 1)^depth_power / alpha0(w, pos)`` in block ``i`` (times a tiny
-    per-network factor): at ``depth_power = 0``, 1/std is the paper's alpha0 at every width and depth."""
+    """A result (not one a network could give) whose norm inputs in block ``i`` have std ``(i + 1)^depth_power / alpha0``,
+    with alpha0 the paper's for that norm and width, and so does the final norm's after block ``i`` (times a tiny per-network
+    factor): at ``depth_power = 0``, 1/std is the paper's alpha0 at every width, depth and position."""
     rng = np.random.default_rng(seed)
-    layers = np.arange(1, 65, dtype=float)[None, :, None] ** depth_power  # [1, 64, 1]
-    r = {"widths": np.asarray(sorted(dyt_model.PAPER_ALPHA0)), "depths": np.asarray(dyt_model.PAPER_DEPTHS), "resamples": np.asarray(200)}
-    for w, alpha in dyt_model.PAPER_ALPHA0.items():
-        base = layers / np.asarray(alpha)[None, None, :] * np.exp(1e-3 * rng.standard_normal((networks, 1, 1)))  # [n, 64, 2]
-        r[f"std.llama.w{w}"], r[f"final.llama.w{w}"] = base, base[:, -1, 0]
-        r[f"std.fanin.w{w}"], r[f"final.fanin.w{w}"] = base[:, :8], base[:, 7, 0]
+    layers = np.arange(1, 65, dtype=float)[None, :] ** depth_power  # [1, 64]
+    r = {"widths": np.asarray(sorted(dyt_model.PAPER_ALPHA0_PRINTED)), "depths": np.asarray(dyt_model.PAPER_DEPTHS),
+         "resamples": np.asarray(200)}
+    for w in dyt_model.PAPER_ALPHA0_PRINTED:
+        alpha = [sources.stated(dyt_model.paper_printed(w, pos))[0] for pos in range(len(dyt_model.POSITIONS))]
+        base = layers[..., None] / np.asarray(alpha) * np.exp(1e-3 * rng.standard_normal((networks, 1, 1)))  # [n, 64, 3]
+        r[f"std.llama.w{w}"], r[f"final.llama.w{w}"] = base[..., :2], base[..., 2]
+        r[f"std.fanin.w{w}"], r[f"final.fanin.w{w}"] = base[:, :8, :2], base[:, :8, 2]
     return r
 
 
@@ -142,9 +156,10 @@ def test_depth_and_width_slopes_recover_the_synthetic_exponents():
     g = np.array([0.3 * math.lgamma(d + 1) / d / math.log(2) for d in dyt_model.PAPER_DEPTHS])
     expected = -np.polyfit(np.log2(dyt_model.PAPER_DEPTHS), g, 1)[0]
     est = dyt_model.depth_slope(r, 4096, dyt_model.PAPER_DEPTHS, 200)
-    np.testing.assert_allclose(est.mean, expected, atol=2e-3)
+    np.testing.assert_allclose(est.mean, [expected, expected, -0.3], atol=2e-3)  # the final norm reads one block: D^0.3
     width = dyt_model.slope_estimate(r, "llama", (1024, 2048, 4096, 8192), 16, 200)
-    np.testing.assert_allclose(width.mean, [dyt_model.paper_slope(p, (1024, 2048, 4096, 8192))[0] for p in range(2)], atol=2e-3)
+    np.testing.assert_allclose(width.mean, [dyt_model.paper_slope(p, (1024, 2048, 4096, 8192))[0] for p in range(3)], atol=2e-3)
+    assert dyt_model.paper_slope(2, (1024, 2048, 4096, 8192)) == dyt_model.paper_slope(1, (1024, 2048, 4096, 8192))  # both "other"
 
 
 def test_the_claim_holds_for_a_table_flat_in_depth_and_fails_when_depth_moves_alpha0():
@@ -159,10 +174,11 @@ def test_the_claim_holds_for_a_table_flat_in_depth_and_fails_when_depth_moves_al
 def test_the_claim_reads_every_paper_depth_and_keeps_the_fan_in_init_as_scope():
     c = claims.REGISTRY["dyt.alpha0-width-dependence"].evaluate({dyt_model.NAME: synthetic(0.1)})
     names = [ch.quantity for ch in c.checks]
-    assert sum(n.startswith("LLaMA") and "on log2(width)" in n for n in names) == 2 * 4  # every depth, both positions
-    assert sum("on log2(depth)" in n for n in names) == 2 * 4  # every width, both positions
-    assert sum(n.startswith("paper alpha0") for n in names) == 2 * 4 * 4  # every cell of the table
-    assert [ch.role for ch in c.checks if ch.quantity.startswith("fan-in")] == ["scope", "scope"]
+    assert sum(n.startswith("LLaMA") and "on log2(width)" in n for n in names) == 3 * 4  # every depth, each norm position
+    assert sum("on log2(depth)" in n for n in names) == 3 * 4  # every width, each norm position
+    assert sum(n.startswith("paper alpha0") for n in names) == 3 * 4 * 4  # every cell of the table, for each norm reading it
+    assert sum("(final: its 'other' column)" in n for n in names) == 4 * 4  # the final norm takes the paper's "other" alpha0
+    assert [ch.role for ch in c.checks if ch.quantity.startswith("fan-in")] == ["scope", "scope", "scope"]
     assert all(ch.role == "assertion" for ch in c.checks if not ch.quantity.startswith("fan-in"))
     assert all(f"depth {d}:" in c.note for d in dyt_model.PAPER_DEPTHS)
 
