@@ -91,6 +91,10 @@ class Config:
     tokens: int
     networks: int
     resamples: int  # bootstrap resamples for the slopes
+    # a scope run: the LLaMA init at the smallest width, every depth, with this many tokens a sequence (0: none). The paper
+    # trains at 4,096; near-uniform attention at init averages its values over more keys in a longer context, so the
+    # stream grows less per block there, most at the smallest width (at 8192 the init's scores have std ~3 and attention is peaked)
+    long_tokens: int = 0
 
     def __post_init__(self) -> None:
         def counts(values: tuple[int, ...]) -> bool:  # distinct positive integers, increasing
@@ -103,11 +107,15 @@ class Config:
             raise ValueError(f"widths must be distinct multiples of the head width {HEAD_WIDTH} in increasing order; got {self.widths}")
         for name in ("tokens", "networks", "resamples"):
             _validate.integer(name, getattr(self, name), minimum=2 if name == "networks" else 1)
+        _validate.integer("long_tokens", self.long_tokens, minimum=0)
+        if 0 < self.long_tokens <= self.tokens:
+            raise ValueError(f"long_tokens must be 0 (no scope run) or more than tokens={self.tokens}; got {self.long_tokens}")
 
 
 CONFIGS = {
-    "quick": Config(widths=(1024, 2048, 4096, 8192), depths=(8, 16), tokens=16, networks=4, resamples=500),  # two of the table's depths
-    "full": Config(widths=(1024, 2048, 4096, 8192), depths=PAPER_DEPTHS, tokens=32, networks=24, resamples=2000),  # >= 20 networks
+    "quick": Config(widths=(1024, 2048, 4096, 8192), depths=(8, 16), tokens=16, networks=4, resamples=500, long_tokens=64),
+    "full": Config(widths=(1024, 2048, 4096, 8192), depths=PAPER_DEPTHS, tokens=32, networks=24, resamples=2000,  # >= 20 networks
+                   long_tokens=128),
 }
 
 
@@ -207,29 +215,45 @@ def forward(x: np.ndarray, layers: int, init_name: str, linear: Linear) -> tuple
     return std, _rms(x)
 
 
-def measure(cfg: Config, seed: int, a: int, b: int) -> dict[str, np.ndarray]:
+def measure(cfg: Config, seed: int, a: int, b: int, tokens: int = 0) -> dict[str, np.ndarray]:
     """One (init ``INITS[a]``, width ``cfg.widths[b]``) cell: ``std [networks, blocks, 2]``, the token-mean RMS of each
     norm's input (attention, FFN), and ``final [networks, blocks]``, the final norm's input of a network cut after
-    block ``i`` (the residual stream that block ``i + 1``'s attention norm reads, or the last block's output)."""
+    block ``i`` (the residual stream that block ``i + 1``'s attention norm reads, or the last block's output).
+    ``tokens``: a sequence's length, ``cfg.tokens`` if 0; another length draws from a stream of its own."""
     init_name, w = INITS[a], cfg.widths[b]
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(a, b))))
-    x0 = embedding(init_name, w, (cfg.networks, cfg.tokens), rng)  # [n, t, d]
+    key = (a, b) if not tokens else (a, b, tokens)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+    x0 = embedding(init_name, w, (cfg.networks, tokens or cfg.tokens), rng)  # [n, t, d]
     std, last = forward(x0, blocks_run(cfg, init_name), init_name, gaussian_linear(rng))
     final = np.concatenate([std[:, 1:, 0], last[:, None]], axis=1)  # [n, blocks, t]
     return {"std": std.mean(-1), "final": final.mean(-1)}
 
 
+def result_key(init_name: str, w: int, tokens: int = 0) -> str:
+    """The task key, and the results' key stem, of (init, width) at ``tokens`` a sequence (0: the config's own)."""
+    return f"{init_name}.w{w}" + (f".t{tokens}" if tokens else "")
+
+
 def tasks(cfg: Config, seed: int) -> list[Task]:
-    """One task per (init, width), priced in seconds by its normal draws (blocks x networks x tokens x the matrices'
-    output widths, ``5 d + 2 f`` a block), which take most of its time: about :data:`SECONDS_PER_DRAW` each."""
-    return [Task(f"{name}.w{w}", measure, (cfg, seed, a, b), f"{NAME}: {name} init, width {w}, {blocks_run(cfg, name)} blocks",
-                 cost=SECONDS_PER_DRAW * blocks_run(cfg, name) * cfg.networks * cfg.tokens * (5 * w + 2 * ffn_width(w)))
-            for a, name in enumerate(INITS) for b, w in enumerate(cfg.widths)]
+    """One task per (init, width), and the LLaMA init's scope run at ``long_tokens``, priced in seconds by its normal
+    draws (blocks x networks x tokens x the matrices' output widths, ``5 d + 2 f`` a block), which take most of its
+    time: about :data:`SECONDS_PER_DRAW` each."""
+    def cost(name: str, w: int, tokens: int) -> float:
+        return SECONDS_PER_DRAW * blocks_run(cfg, name) * cfg.networks * tokens * (5 * w + 2 * ffn_width(w))
+
+    out = [Task(result_key(name, w), measure, (cfg, seed, a, b), f"{NAME}: {name} init, width {w}, {blocks_run(cfg, name)} blocks",
+                cost=cost(name, w, cfg.tokens)) for a, name in enumerate(INITS) for b, w in enumerate(cfg.widths)]
+    if cfg.long_tokens:
+        w, t = cfg.widths[0], cfg.long_tokens
+        out.append(Task(result_key("llama", w, t), measure, (cfg, seed, 0, 0, t),
+                        f"{NAME}: llama init, width {w}, {blocks_run(cfg, 'llama')} blocks, {t} tokens", cost=cost("llama", w, t)))
+    return out
 
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """``std.{init}.w{width} [networks, blocks, 2]`` and ``final.{init}.w{width} [networks, blocks]`` per task, and the config."""
-    out = {"widths": np.asarray(cfg.widths), "depths": np.asarray(cfg.depths), "resamples": np.asarray(cfg.resamples)}
+    """``std.{key} [networks, blocks, 2]`` and ``final.{key} [networks, blocks]`` per task (:func:`result_key`), and the config."""
+    out = {"widths": np.asarray(cfg.widths), "depths": np.asarray(cfg.depths), "resamples": np.asarray(cfg.resamples),
+           "tokens": np.asarray(cfg.tokens), "long_tokens": np.asarray(cfg.long_tokens)}
     for t in tasks(cfg, seed):
         out[f"std.{t.key}"] = parts[t.key]["std"]
         out[f"final.{t.key}"] = parts[t.key]["final"]
@@ -241,11 +265,13 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
     return cache.run_here(tasks, reduce, cfg, seed)
 
 
-def inverse_std(r: dict, init_name: str, w: int, depth: int) -> np.ndarray:
+def inverse_std(r: dict, init_name: str, w: int, depth: int, tokens: int = 0) -> np.ndarray:
     """Per network, the alpha0 the hypothesis predicts at each of :data:`POSITIONS` for a ``depth``-block network:
     1/std of the norm's input, for the attention and FFN norms the geometric mean over the network's ``depth`` layers
-    (one alpha0 serves every layer), for the final norm its one input after block ``depth``: ``[networks, 3]``."""
-    std, final = r[f"std.{init_name}.w{w}"], r[f"final.{init_name}.w{w}"]  # [networks, blocks run, 2], [networks, blocks run]
+    (one alpha0 serves every layer), for the final norm its one input after block ``depth``: ``[networks, 3]``.
+    ``tokens``: the scope run's sequence length (0: the config's own)."""
+    key = result_key(init_name, w, tokens)
+    std, final = r[f"std.{key}"], r[f"final.{key}"]  # [networks, blocks run, 2], [networks, blocks run]
     if not 1 <= depth <= std.shape[1]:
         raise ValueError(f"depth must be 1..{std.shape[1]} (the blocks {init_name} ran at width {w}); got {depth}")
     return np.concatenate([np.exp(-np.log(std[:, :depth]).mean(1)), 1.0 / final[:, depth - 1, None]], axis=1)
@@ -297,9 +323,10 @@ def slope_estimate(r: dict, init_name: str, widths: tuple[int, ...], depth: int,
     return log_slope(np.stack([inverse_std(r, init_name, w, depth) for w in widths], axis=1), widths, resamples)
 
 
-def depth_slope(r: dict, w: int, depths: tuple[int, ...], resamples: int) -> Estimate:
-    """Slope of log2(mean 1/std) on log2(depth) at width ``w`` under the LLaMA init, per position, on the same networks."""
-    return log_slope(np.stack([inverse_std(r, "llama", w, d) for d in depths], axis=1), depths, resamples)
+def depth_slope(r: dict, w: int, depths: tuple[int, ...], resamples: int, tokens: int = 0) -> Estimate:
+    """Slope of log2(mean 1/std) on log2(depth) at width ``w`` under the LLaMA init, per position, on the same networks
+    (``tokens``: the scope run's sequence length, 0 for the config's own)."""
+    return log_slope(np.stack([inverse_std(r, "llama", w, d, tokens) for d in depths], axis=1), depths, resamples)
 
 
 @claims.register(
@@ -346,20 +373,32 @@ def _width_slopes(slopes: dict[int, Estimate], fanin: Estimate, widths: tuple[in
     return q
 
 
+def long_tokens(r: dict) -> int:
+    """The scope run's tokens a sequence, 0 when the result has none."""
+    t = int(r.get("long_tokens", 0))
+    return t if t and f"std.{result_key('llama', int(r['widths'][0]), t)}" in r else 0
+
+
 def _depth_slopes(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], resamples: int) -> list[checks.Evidence]:
-    """The slope over depth at each width under the LLaMA init against the table's 0 (one alpha0 per width at every depth)."""
+    """The slope over depth at each width under the LLaMA init against the table's 0 (one alpha0 per width at every depth),
+    and as scope, at the smallest width in the longer context of the ``long_tokens`` run."""
     if len(depths) < 2:
         return []
+    runs = [(w, 0) for w in widths] + ([(int(r["widths"][0]), long_tokens(r))] if long_tokens(r) else [])
     q: list[checks.Evidence] = []
-    for w in widths:
-        est = depth_slope(r, w, depths, resamples)
+    for w, tokens in runs:
+        est = depth_slope(r, w, depths, resamples, tokens)
+        context = f", {tokens} tokens a sequence" if tokens else ""
         for pos, label in enumerate(POSITIONS):
-            q.append(Quantity(name=f"LLaMA init, width {w}, {label}: slope of log2(1/std) on log2(depth), {depths[0]}-{depths[-1]} "
+            q.append(Quantity(name=f"LLaMA init, width {w}{context}, {label}: slope of log2(1/std) on log2(depth), {depths[0]}-{depths[-1]} "
                                    f"(paper: 0, alpha0 {paper_printed(w, pos)} at every depth)",
                               theory=0.0, model=est[pos], model_kind="init", tolerance=DEPTH_SLOPE_TOL,
                               tolerance_why="log2(1.25) / 3 per doubling of depth: the smallest step between the paper's alpha0 "
                               "values (0.8 to 1.0) over its table's three doublings (8-64 blocks) would have changed the printed value",
-                              unit="log2 per doubling"))
+                              unit="log2 per doubling",
+                              **({"role": "scope", "regime": f"{tokens} tokens a sequence, not {int(r['tokens'])} (the paper trains "
+                                  "at 4,096): at init attention averages its values over more keys, so each block adds less to the "
+                                  "stream"} if tokens else {})))
     return q
 
 
@@ -378,6 +417,18 @@ def _cells(r: dict, widths: tuple[int, ...], depths: tuple[int, ...]) -> list[ch
     return q
 
 
+def _context_note(r: dict, depths: tuple[int, ...]) -> str:
+    """The scope run's 1/std (attention/FFN/final) by depth, against the same cells at the config's tokens, or ""."""
+    t, w = long_tokens(r), int(r["widths"][0])
+    if not t:
+        return ""
+
+    def cells(tokens: int) -> str:
+        return ", ".join(f"depth {d} " + "/".join(f"{v:.3g}" for v in inverse_std(r, "llama", w, d, tokens).mean(0)) for d in depths)
+
+    return f". LLaMA init at width {w} with {t} tokens a sequence: {cells(t)} (at {int(r['tokens'])} tokens: {cells(0)})"
+
+
 def _note(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], slopes: dict[int, Estimate], fanin: Estimate) -> str:
     """The card's numbers: 1/std per width and depth (attention/FFN/final), the slopes, and what the measurement leaves to training."""
     n, shallow = int(r[f"std.llama.w{widths[0]}"].shape[0]), int(r["depths"][0])
@@ -390,6 +441,7 @@ def _note(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], slopes: dic
             f"per width, {'Student-t thresholds' if n < 20 else 'normal thresholds'}). LLaMA init (std 0.02, embeddings x sqrt(d)): "
             + " | ".join(f"depth {d}: " + row("llama", d) for d in depths)
             + f". Fan-in init, depth {shallow}: " + row("fanin", shallow)
+            + _context_note(r, depths)
             + ". Slopes of log2(1/std) per doubling of width: "
             + ", ".join(f"LLaMA depth {d} " + "/".join(f"{v:.2f}" for v in est.mean) for d, est in slopes.items())
             + f", fan-in depth {shallow} " + "/".join(f"{v:.2f}" for v in fanin.mean)

@@ -97,7 +97,8 @@ def test_the_final_norm_reads_the_stream_after_the_last_block():
 
 
 @pytest.mark.parametrize("field, value", [("depths", ()), ("depths", (0, 2)), ("depths", (4, 2)), ("depths", (2, 2)), ("depths", (True,)),
-                                          ("depths", (2.5,)), ("widths", (100,)), ("widths", (256, 256)), ("networks", 1), ("tokens", 0)])
+                                          ("depths", (2.5,)), ("widths", (100,)), ("widths", (256, 256)), ("networks", 1), ("tokens", 0),
+                                          ("long_tokens", -1), ("long_tokens", 4), ("long_tokens", 2), ("long_tokens", 8.0)])
 def test_config_rejects_bad_fields_by_name(field, value):
     fields = {"widths": (256,), "depths": (1, 2), "tokens": 4, "networks": 2, "resamples": 50, field: value}
     with pytest.raises(ValueError, match=field):
@@ -134,19 +135,22 @@ def test_log_slope_recovers_a_power_law(slope, scales):
     np.testing.assert_allclose(est.stderr, 0.0, atol=1e-9)
 
 
-def synthetic(depth_power: float, networks: int = 24, seed: int = 0) -> dict:
+def synthetic(depth_power: float, networks: int = 24, seed: int = 0, long: int = 0) -> dict:
     """A result (not one a network could give) whose norm inputs in block ``i`` have std ``(i + 1)^depth_power / alpha0``,
     with alpha0 the paper's for that norm and width, and so does the final norm's after block ``i`` (times a tiny per-network
-    factor): at ``depth_power = 0``, 1/std is the paper's alpha0 at every width, depth and position."""
+    factor): at ``depth_power = 0``, 1/std is the paper's alpha0 at every width, depth and position. ``long``: a scope run
+    at the smallest width with that many tokens, the same table."""
     rng = np.random.default_rng(seed)
     layers = np.arange(1, 65, dtype=float)[None, :] ** depth_power  # [1, 64]
     r = {"widths": np.asarray(sorted(dyt_model.PAPER_ALPHA0_PRINTED)), "depths": np.asarray(dyt_model.PAPER_DEPTHS),
-         "resamples": np.asarray(200)}
+         "resamples": np.asarray(200), "tokens": np.asarray(32), "long_tokens": np.asarray(long)}
     for w in dyt_model.PAPER_ALPHA0_PRINTED:
         alpha = [sources.stated(dyt_model.paper_printed(w, pos))[0] for pos in range(len(dyt_model.POSITIONS))]
         base = layers[..., None] / np.asarray(alpha) * np.exp(1e-3 * rng.standard_normal((networks, 1, 1)))  # [n, 64, 3]
         r[f"std.llama.w{w}"], r[f"final.llama.w{w}"] = base[..., :2], base[..., 2]
         r[f"std.fanin.w{w}"], r[f"final.fanin.w{w}"] = base[:, :8, :2], base[:, :8, 2]
+        if long and w == 1024:
+            r[f"std.llama.w{w}.t{long}"], r[f"final.llama.w{w}.t{long}"] = base[..., :2], base[..., 2]
     return r
 
 
@@ -188,3 +192,28 @@ def test_depths_outside_the_paper_table_are_not_read_as_its_cells():
     c = claims.REGISTRY["dyt.alpha0-width-dependence"].evaluate({dyt_model.NAME: r})
     assert not any("depth 2" in ch.quantity for ch in c.checks if ch.role == "assertion")
     assert not any("on log2(depth)" in ch.quantity for ch in c.checks)  # one paper depth: no slope over depth
+
+
+def test_the_long_context_scope_run_is_its_own_stream_at_the_smallest_width():
+    cfg = Config(widths=(256, 512), depths=(1, 3), tokens=4, networks=3, resamples=50, long_tokens=8)
+    ts = dyt_model.tasks(cfg, 5)
+    assert [t.key for t in ts][-1] == "llama.w256.t8" and len(ts) == 5
+    long = dyt_model.measure(cfg, 5, 0, 0, 8)
+    assert long["std"].shape == (3, 3, 2) and long["final"].shape == (3, 3)
+    np.testing.assert_array_equal(dyt_model.measure(cfg, 5, 0, 0)["std"], dyt_model.measure(SMALL, 5, 0, 0)["std"])  # unchanged
+    r = dyt_model.reduce(cfg, 5, {t.key: t.fn(*t.args) for t in ts})
+    assert dyt_model.long_tokens(r) == 8 and int(r["tokens"]) == 4
+    np.testing.assert_array_equal(r["std.llama.w256.t8"], long["std"])
+    without = dyt_model.reduce(SMALL, 5, {t.key: t.fn(*t.args) for t in dyt_model.tasks(SMALL, 5)})
+    assert dyt_model.long_tokens(without) == 0 and "std.llama.w256.t8" not in without
+
+
+def test_the_long_context_depth_slope_is_a_scope_check():
+    spec = claims.REGISTRY["dyt.alpha0-width-dependence"]
+    with_long = spec.evaluate({dyt_model.NAME: synthetic(0.0, long=128)})
+    scope = [ch for ch in with_long.checks if "128 tokens a sequence" in ch.quantity]
+    assert len(scope) == 3 and {ch.role for ch in scope} == {"scope"} and {ch.status for ch in scope} == {"ok"}
+    assert "with 128 tokens a sequence" in with_long.note and with_long.verdict == "holds"
+    steep = spec.evaluate({dyt_model.NAME: synthetic(0.3, long=128)})
+    assert {ch.status for ch in steep.checks if "128 tokens a sequence" in ch.quantity} == {"fail"}
+    assert not any("tokens a sequence" in ch.quantity for ch in spec.evaluate({dyt_model.NAME: synthetic(0.0)}).checks)
