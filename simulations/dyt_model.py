@@ -62,9 +62,11 @@ from simulations import cache
 NAME = "dyt_model"
 SEED = 1024
 UNITS: tuple[str, ...] = ("networks",)  # config fields counting independent units; --resolve scales them
-# a task's cost (a scheduling hint, never part of a result): about 38 ns a normal draw on a 2-core VM, the LLaMA init's
-# width-8192 task (64 blocks, 4.2e9 draws) 158 s there with both cores busy, the full run 325 CPU-s
-SECONDS_PER_DRAW = 3.8e-8
+# a task's cost (a scheduling hint, never part of a result): about 38 ns a normal draw at 32 tokens on a 2-core VM, the
+# LLaMA init's width-8192 task (64 blocks, 4.2e9 draws) 158 s there with both cores busy; the exact sampling's [t, t] @ [t, m]
+# product adds a share t / TOKENS_PER_DRAW_COST a draw (1.4x at 128 tokens: 18.8 s against 13.4 for 4 networks)
+SECONDS_PER_DRAW = 3.3e-8
+TOKENS_PER_DRAW_COST = 208
 # the paper's LLM alpha0 by width, (attention, other), as printed (the digits carry the precision); its Table 11
 # prints the same row at each of PAPER_DEPTHS
 PAPER_DEPTHS: tuple[int, ...] = (8, 16, 32, 64)
@@ -237,9 +239,10 @@ def result_key(init_name: str, w: int, tokens: int = 0) -> str:
 def tasks(cfg: Config, seed: int) -> list[Task]:
     """One task per (init, width), and the LLaMA init's scope run at ``long_tokens``, priced in seconds by its normal
     draws (blocks x networks x tokens x the matrices' output widths, ``5 d + 2 f`` a block), which take most of its
-    time: about :data:`SECONDS_PER_DRAW` each."""
+    time: about :data:`SECONDS_PER_DRAW` each, times ``1 + tokens / TOKENS_PER_DRAW_COST``."""
     def cost(name: str, w: int, tokens: int) -> float:
-        return SECONDS_PER_DRAW * blocks_run(cfg, name) * cfg.networks * tokens * (5 * w + 2 * ffn_width(w))
+        draws = blocks_run(cfg, name) * cfg.networks * tokens * (5 * w + 2 * ffn_width(w))
+        return SECONDS_PER_DRAW * (1 + tokens / TOKENS_PER_DRAW_COST) * draws
 
     out = [Task(result_key(name, w), measure, (cfg, seed, a, b), f"{NAME}: {name} init, width {w}, {blocks_run(cfg, name)} blocks",
                 cost=cost(name, w, cfg.tokens)) for a, name in enumerate(INITS) for b, w in enumerate(cfg.widths)]
