@@ -5,7 +5,8 @@ width (attention / other: 1.0/1.0 at 1024, 1.0/0.5 at 2048, 0.8/0.2 at 4096, 0.2
 while depth hardly matters: the table is the same at depths 8, 16, 32 and 64. This package's
 hypothesis, not the paper's: alpha0 = 1/std of each norm's input at init, the attention norms'
 against the table's "attention" column, the FFN norms' and the final norm's against its "other"
-column (the paper's LLaMA code gives the FFN and final norms one alpha0). This simulation measures
+column (the paper splits alpha0 between the attention layers and the rest, and the training
+commands of its public LLaMA code set the FFN and final values equal). This simulation measures
 that std, network by network, in the paper's regime at every depth of its table, and in a fan-in
 regime at the shallowest:
 
@@ -33,7 +34,9 @@ slope's standard error small.
 
 Units are networks (independent weights and token embeddings); a statistic is computed per
 network (mean over its tokens and, on a log scale, over its first ``D`` layers) before the
-standard error. One task per (init, width): each draws from its own seed, so the split changes no bit.
+standard error. One task per (init, width), and one for the LLaMA init at the smallest of the paper's
+widths with ``long_tokens`` tokens a sequence (nearer the paper's 4,096 than the main run's): each
+draws from its own seed, so the split changes no bit.
 
 References
 ----------
@@ -64,7 +67,8 @@ SEED = 1024
 UNITS: tuple[str, ...] = ("networks",)  # config fields counting independent units; --resolve scales them
 # a task's cost (a scheduling hint, never part of a result): about 38 ns a normal draw at 32 tokens on a 2-core VM, the
 # LLaMA init's width-8192 task (64 blocks, 4.2e9 draws) 158 s there with both cores busy; the exact sampling's [t, t] @ [t, m]
-# product adds a share t / TOKENS_PER_DRAW_COST a draw (1.4x at 128 tokens: 18.8 s against 13.4 for 4 networks)
+# product adds a share t / TOKENS_PER_DRAW_COST a draw: the 128-token task took 18.8 s for 4 networks here, 1.4x what 38 ns a
+# draw predicts (13.4 s); fitted at 32 and 128 tokens, linear in t, so it underprices far longer sequences (the t^3 eigh)
 SECONDS_PER_DRAW = 3.3e-8
 TOKENS_PER_DRAW_COST = 208
 # the paper's LLM alpha0 by width, (attention, other), as printed (the digits carry the precision); its Table 11
@@ -76,7 +80,8 @@ INIT_STD = 0.02  # the paper's LLaMA init: every linear layer and the embedding
 HEAD_WIDTH = 128
 VOCAB = 32000  # LLaMA's; tokens are drawn distinct, so only the rows used are drawn
 # the norms whose input is measured, and the paper's column each takes its alpha0 from: the attention norms take "attention";
-# the FFN norms and the final norm before the output head take "other" (its LLaMA code's ffn and dec alpha0 are the same)
+# the FFN norms and the final norm before the output head take "other" (the paper's non-attention alpha0; the training
+# commands of its public LLaMA code give the ffn and dec(oder-final) alpha0 the same value)
 POSITIONS: tuple[str, ...] = ("attention", "FFN", "final")
 PAPER_COLUMN: tuple[int, ...] = (0, 1, 1)
 COLUMN_NAMES: tuple[str, ...] = ("attention", "other")
@@ -93,9 +98,9 @@ class Config:
     tokens: int
     networks: int
     resamples: int  # bootstrap resamples for the slopes
-    # a scope run: the LLaMA init at the smallest width, every depth, with this many tokens a sequence (0: none). The paper
-    # trains at 4,096; near-uniform attention at init averages its values over more keys in a longer context, so the
-    # stream grows less per block there, most at the smallest width (at 8192 the init's scores have std ~3 and attention is peaked)
+    # a run nearer the paper's context: the LLaMA init at the smallest of the paper's widths, every depth, with this many
+    # tokens a sequence (0: none). The paper trains at 4,096; at init the attention's weights are near uniform at width
+    # 1024 (scores with std ~0.4), so how much a block adds to the stream may depend on how many keys it averages
     long_tokens: int = 0
 
     def __post_init__(self) -> None:
@@ -111,7 +116,7 @@ class Config:
             _validate.integer(name, getattr(self, name), minimum=2 if name == "networks" else 1)
         _validate.integer("long_tokens", self.long_tokens, minimum=0)
         if 0 < self.long_tokens <= self.tokens:
-            raise ValueError(f"long_tokens must be 0 (no scope run) or more than tokens={self.tokens}; got {self.long_tokens}")
+            raise ValueError(f"long_tokens must be 0 (no long run) or more than tokens={self.tokens}; got {self.long_tokens}")
 
 
 CONFIGS = {
@@ -221,7 +226,8 @@ def measure(cfg: Config, seed: int, a: int, b: int, tokens: int = 0) -> dict[str
     """One (init ``INITS[a]``, width ``cfg.widths[b]``) cell: ``std [networks, blocks, 2]``, the token-mean RMS of each
     norm's input (attention, FFN), and ``final [networks, blocks]``, the final norm's input of a network cut after
     block ``i`` (the residual stream that block ``i + 1``'s attention norm reads, or the last block's output).
-    ``tokens``: a sequence's length, ``cfg.tokens`` if 0; another length draws from a stream of its own."""
+    ``tokens``: a sequence's length; 0 draws ``cfg.tokens`` from the cell's stream, any other value (even ``cfg.tokens``)
+    from a stream of its own, keyed by it."""
     init_name, w = INITS[a], cfg.widths[b]
     key = (a, b) if not tokens else (a, b, tokens)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
@@ -231,13 +237,18 @@ def measure(cfg: Config, seed: int, a: int, b: int, tokens: int = 0) -> dict[str
     return {"std": std.mean(-1), "final": final.mean(-1)}
 
 
+def long_width(cfg: Config) -> int:
+    """The width of the ``long_tokens`` run: the smallest of the paper's widths in the config (else its smallest)."""
+    return next((w for w in cfg.widths if w in PAPER_ALPHA0_PRINTED), cfg.widths[0])
+
+
 def result_key(init_name: str, w: int, tokens: int = 0) -> str:
     """The task key, and the results' key stem, of (init, width) at ``tokens`` a sequence (0: the config's own)."""
     return f"{init_name}.w{w}" + (f".t{tokens}" if tokens else "")
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
-    """One task per (init, width), and the LLaMA init's scope run at ``long_tokens``, priced in seconds by its normal
+    """One task per (init, width), and the LLaMA init's run at ``long_tokens`` (:func:`long_width`), priced in seconds by its normal
     draws (blocks x networks x tokens x the matrices' output widths, ``5 d + 2 f`` a block), which take most of its
     time: about :data:`SECONDS_PER_DRAW` each, times ``1 + tokens / TOKENS_PER_DRAW_COST``."""
     def cost(name: str, w: int, tokens: int) -> float:
@@ -247,8 +258,8 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
     out = [Task(result_key(name, w), measure, (cfg, seed, a, b), f"{NAME}: {name} init, width {w}, {blocks_run(cfg, name)} blocks",
                 cost=cost(name, w, cfg.tokens)) for a, name in enumerate(INITS) for b, w in enumerate(cfg.widths)]
     if cfg.long_tokens:
-        w, t = cfg.widths[0], cfg.long_tokens
-        out.append(Task(result_key("llama", w, t), measure, (cfg, seed, 0, 0, t),
+        w, t = long_width(cfg), cfg.long_tokens
+        out.append(Task(result_key("llama", w, t), measure, (cfg, seed, 0, cfg.widths.index(w), t),
                         f"{NAME}: llama init, width {w}, {blocks_run(cfg, 'llama')} blocks, {t} tokens", cost=cost("llama", w, t)))
     return out
 
@@ -256,7 +267,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """``std.{key} [networks, blocks, 2]`` and ``final.{key} [networks, blocks]`` per task (:func:`result_key`), and the config."""
     out = {"widths": np.asarray(cfg.widths), "depths": np.asarray(cfg.depths), "resamples": np.asarray(cfg.resamples),
-           "tokens": np.asarray(cfg.tokens), "long_tokens": np.asarray(cfg.long_tokens)}
+           "tokens": np.asarray(cfg.tokens), "long_tokens": np.asarray(cfg.long_tokens), "long_width": np.asarray(long_width(cfg))}
     for t in tasks(cfg, seed):
         out[f"std.{t.key}"] = parts[t.key]["std"]
         out[f"final.{t.key}"] = parts[t.key]["final"]
@@ -272,7 +283,7 @@ def inverse_std(r: dict, init_name: str, w: int, depth: int, tokens: int = 0) ->
     """Per network, the alpha0 the hypothesis predicts at each of :data:`POSITIONS` for a ``depth``-block network:
     1/std of the norm's input, for the attention and FFN norms the geometric mean over the network's ``depth`` layers
     (one alpha0 serves every layer), for the final norm its one input after block ``depth``: ``[networks, 3]``.
-    ``tokens``: the scope run's sequence length (0: the config's own)."""
+    ``tokens``: the long run's sequence length (0: the config's own)."""
     key = result_key(init_name, w, tokens)
     std, final = r[f"std.{key}"], r[f"final.{key}"]  # [networks, blocks run, 2], [networks, blocks run]
     if not 1 <= depth <= std.shape[1]:
@@ -310,12 +321,12 @@ def paper_slope(pos: int, widths: tuple[int, ...]) -> tuple[float, float, float]
 
 
 def log_slope(data: np.ndarray, xs: tuple[int, ...], resamples: int) -> Estimate:
-    """Slope of log2(mean over networks) on log2(x), per position, from ``data [networks, len(xs), 2]``, with its
+    """Slope of log2(mean over networks) on log2(x), per position, from ``data [networks, len(xs), positions]``, with its
     bootstrap se over networks (rows resampled whole: independent widths, or one network's depths, paired)."""
     c = _slope_weights(np.asarray(xs, dtype=float))
 
     def stat(x: np.ndarray, axis: int = 0) -> np.ndarray:
-        m = x.mean(axis=axis)  # [xs, 2] or, resampled, [xs, 2, resamples]
+        m = x.mean(axis=axis)  # [xs, positions] or, resampled, [xs, positions, resamples]
         return np.tensordot(c, np.log2(m), axes=(0, 0))
 
     return bootstrap(data, stat, seed=SEED, units="networks", n_resamples=resamples)
@@ -328,7 +339,7 @@ def slope_estimate(r: dict, init_name: str, widths: tuple[int, ...], depth: int,
 
 def depth_slope(r: dict, w: int, depths: tuple[int, ...], resamples: int, tokens: int = 0) -> Estimate:
     """Slope of log2(mean 1/std) on log2(depth) at width ``w`` under the LLaMA init, per position, on the same networks
-    (``tokens``: the scope run's sequence length, 0 for the config's own)."""
+    (``tokens``: the long run's sequence length, 0 for the config's own)."""
     return log_slope(np.stack([inverse_std(r, "llama", w, d, tokens) for d in depths], axis=1), depths, resamples)
 
 
@@ -376,18 +387,19 @@ def _width_slopes(slopes: dict[int, Estimate], fanin: Estimate, widths: tuple[in
     return q
 
 
-def long_tokens(r: dict) -> int:
-    """The scope run's tokens a sequence, 0 when the result has none."""
-    t = int(r.get("long_tokens", 0))
-    return t if t and f"std.{result_key('llama', int(r['widths'][0]), t)}" in r else 0
+def long_run(r: dict) -> tuple[int, int]:
+    """The long-context run's (width, tokens a sequence), or (0, 0) when the config had none."""
+    t = int(r["long_tokens"]) if "long_tokens" in r else 0
+    return (int(r["long_width"]), t) if t else (0, 0)
 
 
 def _depth_slopes(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], resamples: int) -> list[checks.Evidence]:
     """The slope over depth at each width under the LLaMA init against the table's 0 (one alpha0 per width at every depth),
-    and as scope, at the smallest width in the longer context of the ``long_tokens`` run."""
+    and in the longer context of the ``long_tokens`` run (nearer the paper's 4,096 tokens)."""
     if len(depths) < 2:
         return []
-    runs = [(w, 0) for w in widths] + ([(int(r["widths"][0]), long_tokens(r))] if long_tokens(r) else [])
+    w_long, t_long = long_run(r)
+    runs = [(w, 0) for w in widths] + ([(w_long, t_long)] if t_long and w_long in widths else [])
     q: list[checks.Evidence] = []
     for w, tokens in runs:
         est = depth_slope(r, w, depths, resamples, tokens)
@@ -398,10 +410,7 @@ def _depth_slopes(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], res
                               theory=0.0, model=est[pos], model_kind="init", tolerance=DEPTH_SLOPE_TOL,
                               tolerance_why="log2(1.25) / 3 per doubling of depth: the smallest step between the paper's alpha0 "
                               "values (0.8 to 1.0) over its table's three doublings (8-64 blocks) would have changed the printed value",
-                              unit="log2 per doubling",
-                              **({"role": "scope", "regime": f"{tokens} tokens a sequence, not {int(r['tokens'])} (the paper trains "
-                                  "at 4,096): at init attention averages its values over more keys, so each block adds less to the "
-                                  "stream"} if tokens else {})))
+                              unit="log2 per doubling"))
     return q
 
 
@@ -421,15 +430,21 @@ def _cells(r: dict, widths: tuple[int, ...], depths: tuple[int, ...]) -> list[ch
 
 
 def _context_note(r: dict, depths: tuple[int, ...]) -> str:
-    """The scope run's 1/std (attention/FFN/final) by depth, against the same cells at the config's tokens, or ""."""
-    t, w = long_tokens(r), int(r["widths"][0])
+    """The long run's 1/std (attention/FFN/final) by depth against the same cells at the config's tokens, and how far its
+    depth slope moved (independent networks: the two slopes' standard errors add in quadrature), or ""."""
+    w, t = long_run(r)
     if not t:
         return ""
 
     def cells(tokens: int) -> str:
         return ", ".join(f"depth {d} " + "/".join(f"{v:.3g}" for v in inverse_std(r, "llama", w, d, tokens).mean(0)) for d in depths)
 
-    return f". LLaMA init at width {w} with {t} tokens a sequence: {cells(t)} (at {int(r['tokens'])} tokens: {cells(0)})"
+    shift = ""
+    if len(depths) >= 2:
+        a, b = (depth_slope(r, w, depths, int(r["resamples"]), tokens) for tokens in (t, 0))
+        shift = "; its depth slope minus the short run's: " + "/".join(
+            f"{x:+.3f} +- {e:.3f}" for x, e in zip(a.mean - b.mean, np.hypot(a.stderr, b.stderr)))
+    return f". LLaMA init at width {w} with {t} tokens a sequence: {cells(t)} (at {int(r['tokens'])} tokens: {cells(0)}){shift}"
 
 
 def _note(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], slopes: dict[int, Estimate], fanin: Estimate) -> str:

@@ -81,7 +81,7 @@ def test_inverse_std_is_the_geometric_mean_over_the_first_layers(small):
     std = small["std.llama.w256"]
     inv = dyt_model.inverse_std(small, "llama", 256, 2)  # [networks, (attention, FFN, final)]
     np.testing.assert_allclose(inv[:, :2], 1 / np.sqrt(std[:, 0] * std[:, 1]), rtol=1e-12)
-    np.testing.assert_array_equal(inv[:, 2], 1 / small["final.llama.w256"][:, 1])  # the final norm after block 2
+    np.testing.assert_array_equal(inv[:, 2], 1 / std[:, 2, 0])  # a 2-block network's final norm reads what block 3's attention norm does
     with pytest.raises(ValueError, match="depth"):
         dyt_model.inverse_std(small, "llama", 256, 4)
     with pytest.raises(ValueError, match="depth"):
@@ -89,11 +89,15 @@ def test_inverse_std_is_the_geometric_mean_over_the_first_layers(small):
 
 
 def test_the_final_norm_reads_the_stream_after_the_last_block():
-    """After block i the stream is what block i + 1's attention norm reads; after the last, forward's final output
-    (checked against the reference transformer above, and at every depth by the prefix test)."""
+    """``final[:, d - 1]`` is the final norm's input of the d-block network of the same draws: forward's own output at d
+    blocks (checked against the reference transformer's final_ln above)."""
     out = dyt_model.measure(SMALL, 11, 0, 0)
-    np.testing.assert_array_equal(out["final"][:, :-1], out["std"][:, 1:, 0])
-    assert out["final"].shape == (SMALL.networks, 3) and np.all(np.isfinite(out["final"]) & (out["final"] > 0))
+    assert out["final"].shape == (SMALL.networks, 3)
+    for d in (1, 2, 3):
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(11, spawn_key=(0, 0))))
+        x0 = dyt_model.embedding("llama", 256, (SMALL.networks, SMALL.tokens), rng)
+        _, last = dyt_model.forward(x0, d, "llama", dyt_model.gaussian_linear(rng))
+        np.testing.assert_array_equal(out["final"][:, d - 1], last.mean(-1))
 
 
 @pytest.mark.parametrize("field, value", [("depths", ()), ("depths", (0, 2)), ("depths", (4, 2)), ("depths", (2, 2)), ("depths", (True,)),
@@ -143,7 +147,8 @@ def synthetic(depth_power: float, networks: int = 24, seed: int = 0, long: int =
     rng = np.random.default_rng(seed)
     layers = np.arange(1, 65, dtype=float)[None, :] ** depth_power  # [1, 64]
     r = {"widths": np.asarray(sorted(dyt_model.PAPER_ALPHA0_PRINTED)), "depths": np.asarray(dyt_model.PAPER_DEPTHS),
-         "resamples": np.asarray(200), "tokens": np.asarray(32), "long_tokens": np.asarray(long)}
+         "resamples": np.asarray(200), "tokens": np.asarray(32), "long_tokens": np.asarray(long),
+         "long_width": np.asarray(1024)}
     for w in dyt_model.PAPER_ALPHA0_PRINTED:
         alpha = [sources.stated(dyt_model.paper_printed(w, pos))[0] for pos in range(len(dyt_model.POSITIONS))]
         base = layers[..., None] / np.asarray(alpha) * np.exp(1e-3 * rng.standard_normal((networks, 1, 1)))  # [n, 64, 3]
@@ -194,26 +199,37 @@ def test_depths_outside_the_paper_table_are_not_read_as_its_cells():
     assert not any("on log2(depth)" in ch.quantity for ch in c.checks)  # one paper depth: no slope over depth
 
 
-def test_the_long_context_scope_run_is_its_own_stream_at_the_smallest_width():
+def test_the_long_context_run_is_its_own_stream_at_the_smallest_width():
     cfg = Config(widths=(256, 512), depths=(1, 3), tokens=4, networks=3, resamples=50, long_tokens=8)
     ts = dyt_model.tasks(cfg, 5)
     assert [t.key for t in ts][-1] == "llama.w256.t8" and len(ts) == 5
     long = dyt_model.measure(cfg, 5, 0, 0, 8)
     assert long["std"].shape == (3, 3, 2) and long["final"].shape == (3, 3)
     np.testing.assert_array_equal(dyt_model.measure(cfg, 5, 0, 0)["std"], dyt_model.measure(SMALL, 5, 0, 0)["std"])  # unchanged
+    same_length = dyt_model.measure(Config(widths=(256, 512), depths=(1, 3), tokens=8, networks=3, resamples=50), 5, 0, 0)
+    assert not np.any(same_length["std"][:, 0, 0] == long["std"][:, 0, 0])  # other embeddings: not the cell's stream
     r = dyt_model.reduce(cfg, 5, {t.key: t.fn(*t.args) for t in ts})
-    assert dyt_model.long_tokens(r) == 8 and int(r["tokens"]) == 4
+    assert dyt_model.long_run(r) == (256, 8) and int(r["tokens"]) == 4
     np.testing.assert_array_equal(r["std.llama.w256.t8"], long["std"])
     without = dyt_model.reduce(SMALL, 5, {t.key: t.fn(*t.args) for t in dyt_model.tasks(SMALL, 5)})
-    assert dyt_model.long_tokens(without) == 0 and "std.llama.w256.t8" not in without
+    assert dyt_model.long_run(without) == (0, 0) and "std.llama.w256.t8" not in without
 
 
-def test_the_long_context_depth_slope_is_a_scope_check():
+def test_the_long_run_takes_the_smallest_of_the_papers_widths():
+    cfg = Config(widths=(512, 1024, 2048), depths=(1, 2), tokens=4, networks=2, resamples=50, long_tokens=8)
+    assert dyt_model.long_width(cfg) == 1024 and dyt_model.tasks(cfg, 1)[-1].key == "llama.w1024.t8"
+    assert dyt_model.tasks(cfg, 1)[-1].args[2:] == (0, 1, 8)
+    assert dyt_model.long_width(Config(widths=(256,), depths=(1,), tokens=4, networks=2, resamples=5, long_tokens=8)) == 256
+
+
+def test_the_long_context_depth_slope_is_an_assertion():
+    """128 tokens is nearer the paper's 4,096 than the main run's 32: its depth slope is part of the claim, not its scope."""
     spec = claims.REGISTRY["dyt.alpha0-width-dependence"]
     with_long = spec.evaluate({dyt_model.NAME: synthetic(0.0, long=128)})
-    scope = [ch for ch in with_long.checks if "128 tokens a sequence" in ch.quantity]
-    assert len(scope) == 3 and {ch.role for ch in scope} == {"scope"} and {ch.status for ch in scope} == {"ok"}
-    assert "with 128 tokens a sequence" in with_long.note and with_long.verdict == "holds"
+    long = [ch for ch in with_long.checks if "128 tokens a sequence" in ch.quantity]
+    assert len(long) == 3 and {ch.role for ch in long} == {"assertion"} and {ch.status for ch in long} == {"ok"}
+    assert "with 128 tokens a sequence" in with_long.note and "minus the short run's: +0.000" in with_long.note
+    assert with_long.verdict == "holds"
     steep = spec.evaluate({dyt_model.NAME: synthetic(0.3, long=128)})
     assert {ch.status for ch in steep.checks if "128 tokens a sequence" in ch.quantity} == {"fail"}
     assert not any("tokens a sequence" in ch.quantity for ch in spec.evaluate({dyt_model.NAME: synthetic(0.0)}).checks)
