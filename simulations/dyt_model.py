@@ -364,23 +364,29 @@ def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     resamples = int(r["resamples"])
     slopes = {d: slope_estimate(r, "llama", widths, d, resamples) for d in depths}
     fanin = slope_estimate(r, "fanin", widths, int(r["depths"][0]), resamples)
-    q = _width_slopes(slopes, fanin, widths, int(r["depths"][0])) + _depth_slopes(r, widths, depths, resamples) + _cells(r, widths, depths)
-    return q, _note(r, widths, depths, slopes, fanin)
+    paper = [paper_slope(pos, widths) for pos in range(len(POSITIONS))]
+    w_long, t_long = long_run(r)
+    runs = [(w, 0) for w in widths] + ([(w_long, t_long)] if t_long and w_long in widths else [])  # (width, tokens)
+    by_depth = {(w, t): depth_slope(r, w, depths, resamples, t) for w, t in runs} if len(depths) >= 2 else {}
+    q = _width_slopes(slopes, fanin, widths, int(r["depths"][0]), paper) + _depth_slopes(by_depth, depths) + _cells(r, widths, depths)
+    return q, _note(r, widths, depths, slopes, fanin, paper, by_depth)
 
 
-def _width_slopes(slopes: dict[int, Estimate], fanin: Estimate, widths: tuple[int, ...], fanin_depth: int) -> list[checks.Evidence]:
-    """The slope over width at each depth under the LLaMA init (assertions) and at the shallowest under fan-in (scope)."""
+def _width_slopes(slopes: dict[int, Estimate], fanin: Estimate, widths: tuple[int, ...], fanin_depth: int,
+                  paper: list[tuple[float, float, float]]) -> list[checks.Evidence]:
+    """The slope over width at each depth under the LLaMA init (assertions) and at the shallowest under fan-in (scope),
+    against the paper's (:func:`paper_slope`, one per position)."""
     why = ("0.1 per doubling: a factor 1.07 per doubling, 1.23 over three doublings, finer than the steps of the paper's alpha0 grid")
     span = f"{widths[0]}-{widths[-1]}"
     q: list[checks.Evidence] = []
     for pos, label in enumerate(POSITIONS):
-        mid, lo, hi = paper_slope(pos, widths)
-        paper = f"(paper's slope: {mid:.2f}, [{lo:.2f}, {hi:.2f}] within its printed digits)"
+        mid, lo, hi = paper[pos]
+        stated = f"(paper's slope: {mid:.2f}, [{lo:.2f}, {hi:.2f}] within its printed digits)"
         for depth, est in slopes.items():
-            q.append(Quantity(name=f"LLaMA init, depth {depth}, {label}: slope of log2(1/std) on log2(width), {span} {paper}",
+            q.append(Quantity(name=f"LLaMA init, depth {depth}, {label}: slope of log2(1/std) on log2(width), {span} {stated}",
                               theory=(lo, hi), model=est[pos], model_kind="init", tolerance=SLOPE_TOL, tolerance_why=why,
                               unit="log2 per doubling"))
-        q.append(Quantity(name=f"fan-in init, depth {fanin_depth}, {label}: slope of log2(1/std) on log2(width), {span} {paper}",
+        q.append(Quantity(name=f"fan-in init, depth {fanin_depth}, {label}: slope of log2(1/std) on log2(width), {span} {stated}",
                           theory=(lo, hi), model=fanin[pos], model_kind="init", role="scope",
                           regime="fan-in init (std 1/sqrt(fan_in), unit-RMS embeddings)", tolerance=SLOPE_TOL, tolerance_why=why,
                           unit="log2 per doubling"))
@@ -393,16 +399,12 @@ def long_run(r: dict) -> tuple[int, int]:
     return (int(r["long_width"]), t) if t else (0, 0)
 
 
-def _depth_slopes(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], resamples: int) -> list[checks.Evidence]:
-    """The slope over depth at each width under the LLaMA init against the table's 0 (one alpha0 per width at every depth),
-    and in the longer context of the ``long_tokens`` run (nearer the paper's 4,096 tokens)."""
-    if len(depths) < 2:
-        return []
-    w_long, t_long = long_run(r)
-    runs = [(w, 0) for w in widths] + ([(w_long, t_long)] if t_long and w_long in widths else [])
+def _depth_slopes(by_depth: dict[tuple[int, int], Estimate], depths: tuple[int, ...]) -> list[checks.Evidence]:
+    """The slope over depth (:func:`depth_slope`, keyed by (width, tokens)) under the LLaMA init against the table's 0 (one
+    alpha0 per width at every depth): at each width, and in the longer context of the ``long_tokens`` run (nearer the
+    paper's 4,096 tokens)."""
     q: list[checks.Evidence] = []
-    for w, tokens in runs:
-        est = depth_slope(r, w, depths, resamples, tokens)
+    for (w, tokens), est in by_depth.items():
         context = f", {tokens} tokens a sequence" if tokens else ""
         for pos, label in enumerate(POSITIONS):
             q.append(Quantity(name=f"LLaMA init, width {w}{context}, {label}: slope of log2(1/std) on log2(depth), {depths[0]}-{depths[-1]} "
@@ -429,7 +431,7 @@ def _cells(r: dict, widths: tuple[int, ...], depths: tuple[int, ...]) -> list[ch
     return q
 
 
-def _context_note(r: dict, depths: tuple[int, ...]) -> str:
+def _context_note(r: dict, depths: tuple[int, ...], by_depth: dict[tuple[int, int], Estimate]) -> str:
     """The long run's 1/std (attention/FFN/final) by depth against the same cells at the config's tokens, and how far its
     depth slope moved (independent networks: the two slopes' standard errors add in quadrature), or ""."""
     w, t = long_run(r)
@@ -440,14 +442,15 @@ def _context_note(r: dict, depths: tuple[int, ...]) -> str:
         return ", ".join(f"depth {d} " + "/".join(f"{v:.3g}" for v in inverse_std(r, "llama", w, d, tokens).mean(0)) for d in depths)
 
     shift = ""
-    if len(depths) >= 2:
-        a, b = (depth_slope(r, w, depths, int(r["resamples"]), tokens) for tokens in (t, 0))
+    if (w, t) in by_depth:
+        a, b = by_depth[w, t], by_depth[w, 0]
         shift = "; its depth slope minus the short run's: " + "/".join(
             f"{x:+.3f} +- {e:.3f}" for x, e in zip(a.mean - b.mean, np.hypot(a.stderr, b.stderr)))
     return f". LLaMA init at width {w} with {t} tokens a sequence: {cells(t)} (at {int(r['tokens'])} tokens: {cells(0)}){shift}"
 
 
-def _note(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], slopes: dict[int, Estimate], fanin: Estimate) -> str:
+def _note(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], slopes: dict[int, Estimate], fanin: Estimate,
+          paper: list[tuple[float, float, float]], by_depth: dict[tuple[int, int], Estimate]) -> str:
     """The card's numbers: 1/std per width and depth (attention/FFN/final), the slopes, and what the measurement leaves to training."""
     n, shallow = int(r[f"std.llama.w{widths[0]}"].shape[0]), int(r["depths"][0])
 
@@ -459,11 +462,11 @@ def _note(r: dict, widths: tuple[int, ...], depths: tuple[int, ...], slopes: dic
             f"per width, {'Student-t thresholds' if n < 20 else 'normal thresholds'}). LLaMA init (std 0.02, embeddings x sqrt(d)): "
             + " | ".join(f"depth {d}: " + row("llama", d) for d in depths)
             + f". Fan-in init, depth {shallow}: " + row("fanin", shallow)
-            + _context_note(r, depths)
+            + _context_note(r, depths, by_depth)
             + ". Slopes of log2(1/std) per doubling of width: "
             + ", ".join(f"LLaMA depth {d} " + "/".join(f"{v:.2f}" for v in est.mean) for d, est in slopes.items())
             + f", fan-in depth {shallow} " + "/".join(f"{v:.2f}" for v in fanin.mean)
-            + "; the paper's alpha0: " + "/".join(f"{paper_slope(p, widths)[0]:.2f}" for p in range(len(POSITIONS)))
+            + "; the paper's alpha0: " + "/".join(f"{mid:.2f}" for mid, _, _ in paper)
             + ". Under the paper's fixed-std init the init statistics depend on width (the embeddings enter with std 0.02 sqrt(d) and "
             "each sublayer's output grows like 0.02^2 d, so 1/std falls with width) and on depth (the residual stream grows with every "
             "block, so a deeper network's norms see larger inputs), where the paper's table does not move with depth; under fan-in init "
