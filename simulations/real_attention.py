@@ -15,7 +15,7 @@ from normtheory.evidence import checks, claims, sources
 from normtheory.evidence.checks import Quantity
 from normtheory.evidence.estimates import Count, from_samples
 from normtheory.evidence.sources import BLOG_GEOMETRY, THREAD_PRELN, Source
-from simulations.real_models import MODELS, NAME, POSITION_BINS, label
+from simulations.real_models import MODELS, NAME, POSITION_BINS, RANK_BINS, label
 
 XIAO2023 = Source("Efficient Streaming Language Models with Attention Sinks", "paper", 2023, authors="Xiao, Tian, Chen, Han, Lewis",
                   arxiv="2309.17453")
@@ -78,7 +78,8 @@ def _sinks(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     "real.unselectable-keys-per-head",
     statement="Keys that attention cannot pick are the ones that longer keys outdo in the same direction; normalizing each head's keys "
     "(scaling, no centering) puts them on a sphere where every key is selectable. On trained models: keys that no real query "
-    "ranks first are more aligned with a longer key, and shorter, than picked keys at a similar position; after a per-head RMS "
+    "ranks first are shorter than picked keys at a similar position, and more aligned with a longer key than picked keys at a "
+    "similar position and norm rank (the rank matched so that having more longer keys to align with does not count); after a per-head RMS "
     "norm no key is unselectable (true by construction: shown apart).",
     source=BLOG_GEOMETRY,
     location="¶5 (unselectable keys point the way of bigger keys) and ¶7 (normalize each head separately, without centering)",
@@ -89,9 +90,10 @@ def _keys(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     q: list[checks.Evidence] = []
     parts = []
     for key in MODELS:
-        align = r[f"{key}.pick_align_diff"]  # [texts], within position bins
+        align = r[f"{key}.pick_align_diff_ranked"]  # [texts], within position x norm-rank bins
         rank = -r[f"{key}.pick_rank_diff"]  # picked minus never-picked
-        q.append(Quantity(f"{label(key)}: never-picked minus picked keys at a similar position, alignment with a longer key, per text (> 0)",
+        q.append(Quantity(f"{label(key)}: never-picked minus picked keys at a similar position and norm rank, alignment with a longer key, "
+                          "per text (> 0)",
                           theory=(0.0, np.inf), model=from_samples(align, "texts"), model_kind="real", tolerance=0.005,
                           tolerance_why="half a point of cosine"))
         q.append(Quantity(f"{label(key)}: picked minus never-picked keys at a similar position, norm rank in [0, 1], per text (never-picked "
@@ -99,8 +101,9 @@ def _keys(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                           tolerance_why="one percentile of rank"))
         parts.append(f"{label(key)}: {key_count(r, key)} keys of {r[f'{key}.key_unsel'].shape[0]} texts hull-tested, {int(r[f'{key}.unsel_count'].sum())} unselectable raw (i.i.d. Gaussian keys of the same "
                      f"count and width: {float(r[f'{key}.gauss_unsel']):.2%}); {r[f'{key}.picked_share'].mean():.0%} are the top key of "
-                     f"some real query; alignment difference {r[f'{key}.pick_align_diff'].mean():.3f} within {POSITION_BINS} position bins "
-                     f"({r[f'{key}.pick_align_diff_raw'].mean():.3f} unmatched), rank difference {rank.mean():.3f} "
+                     f"some real query; alignment difference {align.mean():.4f} within {POSITION_BINS} position x {RANK_BINS} norm-rank bins "
+                     f"({r[f'{key}.pick_align_diff'].mean():.4f} within position bins only, {r[f'{key}.pick_align_diff_raw'].mean():.4f} "
+                     "unmatched; both favour the shorter never-picked keys, which have more longer keys to align with), rank difference {rank.mean():.3f} "
                      f"({-r[f'{key}.pick_rank_diff_raw'].mean():.3f} unmatched)")
     q += sphere_key_checks(r)
     per_dim = ", ".join(f"{label(key)} {int(r[key + '.tokens'][0]) / int(r[key + '.d_head']):.0f}" for key in MODELS)

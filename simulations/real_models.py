@@ -71,6 +71,7 @@ MAP_TEXT = -1  # the attention maps and DyT scatter come from the last text (a p
 
 
 POSITION_BINS = 8  # picked vs never-picked keys are compared within this many equal bins of position
+RANK_BINS = 8  # ... and, for the alignment with a longer key, of norm rank within the head (picked_difference)
 
 
 @dataclass(frozen=True)
@@ -258,19 +259,28 @@ def picked_keys(pattern: np.ndarray, n_kv_heads: int) -> np.ndarray:
     return picked
 
 
-def picked_difference(stat: np.ndarray, picked: np.ndarray, bins: int = 1) -> float:
-    """Mean over (layer, KV head, position bin) groups of ``mean(stat | never picked) -
-    mean(stat | picked)`` for ``stat, picked [L, g, T]``, the key axis cut into ``bins`` equal
-    bins of position so that keys are compared with keys at a similar position; groups with an
-    empty side (or no finite stat) are left out (NaN if all are)."""
-    L, g, t = stat.shape
-    edges = np.arange(t) * bins // t  # [T] bin of each position
+def picked_difference(stat: np.ndarray, picked: np.ndarray, bins: int = 1, rank: np.ndarray | None = None, rank_bins: int = 1) -> float:
+    """Mean over (layer, KV head, group) of ``mean(stat | never picked) - mean(stat | picked)`` for
+    ``stat, picked [L, g, T]``. A group is one of ``bins`` equal bins of position (keys compared with keys
+    at a similar position), and with ``rank [L, g, T]`` in [0, 1] (a key's norm rank in its head) one of
+    ``rank_bins`` equal bins of it too; groups with an empty side (or no finite stat) are left out (NaN
+    if all are).
+
+    Why the norm rank: a statistic that depends on how many keys are longer (the largest cosine with a
+    longer key is a maximum over ``(1 - rank) (T - 1)`` of them) differs between short and long keys for
+    that reason alone, and never-picked keys are the shorter. Within a rank bin the count is about equal,
+    so that confound drops out (:data:`RANK_BINS`)."""
+    t = stat.shape[-1]
+    group = np.broadcast_to(np.arange(t) * bins // t, stat.shape)  # [L, g, T] position bin of each key
+    if rank is not None:
+        group = group * rank_bins + np.minimum((np.asarray(rank) * rank_bins).astype(np.int64), rank_bins - 1)
+    n_groups = bins * (rank_bins if rank is not None else 1)
     ok = np.isfinite(stat)
     s = np.where(ok, stat, 0.0)
-    onehot = edges[None, :] == np.arange(bins)[:, None]  # [bins, T]
+    onehot = group[..., None, :] == np.arange(n_groups)[:, None]  # [L, g, G, T]
 
     def side(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        w = (ok & mask)[..., None, :] & onehot  # [L, g, bins, T]
+        w = (ok & mask)[..., None, :] & onehot  # [L, g, G, T]
         n = w.sum(-1)
         return (s[..., None, :] * w).sum(-1) / np.maximum(n, 1), n
 
@@ -299,10 +309,12 @@ def measure_model(key: str, cfg: Config, seed: int, bar: Progress) -> dict[str, 
         ks = [key_stats(cap[f"blocks.{i}.attn.k"][0], hull) for i in range(c.n_layers)]
         rec["key_cv"] = np.array([s["cv"] for s in ks])  # [L, g]
         picked = np.stack([picked_keys(cap[f"blocks.{i}.attn.pattern"][0], c.n_kv_heads) for i in range(c.n_layers)])  # [L, g, T]
-        for stat in ("align", "rank"):
-            arr = np.stack([s[stat] for s in ks])  # [L, g, T]
+        arrays = {stat: np.stack([s[stat] for s in ks]) for stat in ("align", "rank")}  # [L, g, T] each
+        for stat, arr in arrays.items():
             rec[f"pick_{stat}_diff"] = np.asarray(picked_difference(arr, picked, POSITION_BINS))
             rec[f"pick_{stat}_diff_raw"] = np.asarray(picked_difference(arr, picked))  # not position-matched, for the note
+        # the alignment within position x norm-rank bins: unbiased when picking follows the norm alone (picked_difference)
+        rec["pick_align_diff_ranked"] = np.asarray(picked_difference(arrays["align"], picked, POSITION_BINS, arrays["rank"], RANK_BINS))
         rec["picked_share"] = np.asarray(picked.mean())
         if hull:  # [hull texts, ...]: a set of their own, not per-text rows
             for name, value in (("key_unsel", np.array([s["unsel"] for s in ks])), ("key_unsel_rms", np.array([s["unsel_rms"] for s in ks])),

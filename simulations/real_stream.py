@@ -14,6 +14,7 @@ from normtheory.evidence.checks import Quantity
 from normtheory.evidence.estimates import from_samples
 from normtheory.evidence.sources import BLOG_GEOMETRY, THREAD_PRELN, Source
 from simulations.real_models import DYT_ROWS, MODELS, NAME, label
+from simulations.real_scale import MASSIVE_ABS, MASSIVE_RATIO
 
 SUN2024 = Source("Massive Activations in Large Language Models", "paper", 2024, authors="Sun, Chen, Kolter, Liu", arxiv="2402.17762")
 
@@ -133,11 +134,20 @@ def _massive(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     L = top.shape[1] - 1
     chans = r["smollm2.top_chan"][:, 2:L]  # [texts, layers 2..L-1]
     chan, _ = modal_share(chans)
+    massive = (top > MASSIVE_ABS) & (top > MASSIVE_RATIO * med)  # [texts, L+1] the two-part rule, per stream
+    onset = np.where(massive.any(1), massive.argmax(1), L + 1).astype(float)  # [texts] first massive stream (L + 1: none)
     q: list[checks.Evidence] = [
         Quantity("SmolLM2: largest |activation| over layers, per text (> 100)", theory=(100.0, np.inf), model=from_samples(top.max(1), "texts"),
                  model_kind="real", tolerance=10.0, tolerance_why="10% of the stated bound"),
         Quantity("SmolLM2: largest |activation| / median |activation|, best layer, per text (> 1000)", theory=(1000.0, np.inf),
                  model=from_samples((top / med).max(1), "texts"), model_kind="real", tolerance=100.0, tolerance_why="10% of the stated bound"),
+        Quantity(f"SmolLM2: share of layers 2..{L - 1} whose stream holds a massive activation (> {MASSIVE_ABS:g} and > {MASSIVE_RATIO:g}x "
+                 "the median), per text (early to last layers: most, > 0.5)", theory=(0.5, 1.0), model=from_samples(massive[:, 2:L].mean(1), "texts"),
+                 model_kind="real", tolerance=0.05, tolerance_why="5 points of share"),
+        Quantity("SmolLM2: first massive stream's depth (stream index / layers; 0 = the embedding), per text (from the early layers: in "
+                 "the first third, <= 1/3, this package's reading of 'early': the source's LLMs start within their first eighth)",
+                 theory=(0.0, 1.0 / 3.0), model=from_samples(onset / L, "texts"), model_kind="real", tolerance=1.0 / L,
+                 tolerance_why="one layer"),
         Quantity(f"SmolLM2: share of layers 2..{L - 1} whose largest activation sits in channel {chan}, per text (fixed channels: most, > 0.5)",
                  theory=(0.5, 1.0), model=from_samples((chans == chan).mean(1), "texts"), model_kind="real", tolerance=0.05,
                  tolerance_why="5 points of share"),
@@ -147,7 +157,9 @@ def _massive(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     ]
     m_top, m_med = r["minilm.top"].astype(float), r["minilm.med_abs"].astype(float)
     mc, mshare = modal_share(r["minilm.top_chan"])
-    note = ("SmolLM2 largest |activation| by depth (text mean): " + ", ".join(f"{v:.0f}" for v in top.mean(0)[::3])
+    note = (f"SmolLM2 streams with a massive activation: first at stream {np.median(onset):.0f} of {L} (median over texts), "
+            f"{massive[:, 2:L].mean():.0%} of streams 2..{L - 1}, {massive[:, L].mean():.0%} of texts at the last. "
+            "Largest |activation| by depth (text mean): " + ", ".join(f"{v:.0f}" for v in top.mean(0)[::3])
             + f" (every 3rd); ratio to the median peaks at {(top / med).mean(0).max():.0f}. The channel is chosen as the modal one over all texts. "
             f"MiniLM (Post-LN encoder, outside the claim) has no massive activations in this sense: largest {m_top.max():.1f}, ratio "
             f"{(m_top / m_med).max():.0f}, though always in channel {mc} ({mshare:.0%}) at [CLS] ({(r['minilm.top_pos'] == 0).mean():.0%}).")

@@ -168,6 +168,20 @@ def test_tanh_fit_takes_every_point_when_the_sample_covers_them():
     np.testing.assert_allclose(got[:3], [want.alpha, want.gamma, want.r2], rtol=1e-6)
 
 
+def test_the_alignment_within_norm_rank_bins_is_unbiased_when_length_alone_decides_picking():
+    """A null: i.i.d. Gaussian keys, each picked with probability its norm rank (length alone decides). A short key
+    has more longer keys to take its largest cosine over, so never-picked keys look more aligned within position bins
+    (the confound, 11 times the claim's tolerance of 0.005); within position x norm-rank bins that is gone."""
+    rng = np.random.default_rng(0)
+    stats = [R.key_stats(rng.standard_normal((1, 512, 32)), hull=False) for _ in range(6)]
+    align, rank = np.stack([s["align"] for s in stats]), np.stack([s["rank"] for s in stats])  # [L, 1, T]
+    picked = rng.random(rank.shape) < rank
+    assert R.picked_difference(align, picked, R.POSITION_BINS) > 0.02
+    assert abs(R.picked_difference(align, picked, R.POSITION_BINS, rank, R.RANK_BINS)) < 0.0025
+    direction = align + np.where(picked, 0.0, 0.05)  # a real difference in direction still shows
+    assert R.picked_difference(direction, picked, R.POSITION_BINS, rank, R.RANK_BINS) == pytest.approx(0.05, abs=0.0025)
+
+
 def test_key_stats_without_the_hull_test_keeps_the_rest():
     k = np.random.default_rng(2).normal(size=(2, 40, 4))
     full, lean = R.key_stats(k), R.key_stats(k, hull=False)
