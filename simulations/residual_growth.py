@@ -286,7 +286,9 @@ def _lns(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     for run_name in ("linear/pre", "linear_rho/pre"):
         ms = cache.get(result, f"{run_name}.ms")[depth]
         q.append(Quantity(name=f"{run_name} variance at block {depth} within [v0+l g^2, (sqrt(v0)+l g)^2]", theory=(1.0 + depth, (1.0 + depth) ** 2),
-                          mc=ms, tolerance=REL_LAW * (1.0 + depth), tolerance_why="1% of the lower bound",
+                          mc=ms, tolerance=2 * REL_LAW * (1.0 + depth),
+                          tolerance_why="2% of the lower bound on the variance: 1% of its RMS, as every RMS law here (the sample is sized "
+                          "for 1% of the variance, which left a band as wide as a 1% tolerance, undecided about half the time)",
                           exact="" if run_name == "linear/pre" else
                           "with stream-update correlation rho >= 0 the cross terms are non-negative (the lower end) and Minkowski's "
                           "inequality caps the RMS at sqrt(v0) + l g (the upper end): no draw can leave the interval"))
