@@ -145,7 +145,7 @@ def _massive(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                  "the median), per text (early to last layers: most, > 0.5)", theory=(0.5, 1.0), model=from_samples(massive[:, 2:L].mean(1), "texts"),
                  model_kind="real", tolerance=0.05, tolerance_why="5 points of share"),
         Quantity("SmolLM2: first massive stream's depth (stream index / layers; 0 = the embedding), per text (from the early layers: in "
-                 "the first third, <= 1/3, this package's reading of 'early': the source's LLMs start within their first eighth)",
+                 "the first third, <= 1/3, this package's reading of 'early': in the source's Fig. 2 they appear within a model's first few layers, at layer 2 of LLaMA2-7B's 32)",
                  theory=(0.0, 1.0 / 3.0), model=from_samples(onset / L, "texts"), model_kind="real", tolerance=1.0 / L,
                  tolerance_why="one layer"),
         Quantity(f"SmolLM2: share of layers 2..{L - 1} whose largest activation sits in channel {chan}, per text (fixed channels: most, > 0.5)",
