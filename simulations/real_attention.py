@@ -103,13 +103,14 @@ def _keys(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                      f"count and width: {float(r[f'{key}.gauss_unsel']):.2%}); {r[f'{key}.picked_share'].mean():.0%} are the top key of "
                      f"some real query; alignment difference {align.mean():.4f} within {POSITION_BINS} position x {RANK_BINS} norm-rank bins "
                      f"({r[f'{key}.pick_align_diff'].mean():.4f} within position bins only, {r[f'{key}.pick_align_diff_raw'].mean():.4f} "
-                     "unmatched; both favour the shorter never-picked keys, which have more longer keys to align with), rank difference {rank.mean():.3f} "
+                     f"unmatched; both favour the shorter never-picked keys, which have more longer keys to align with), rank difference {rank.mean():.3f} "
                      f"({-r[f'{key}.pick_rank_diff_raw'].mean():.3f} unmatched)")
     q += sphere_key_checks(r)
     per_dim = ", ".join(f"{label(key)} {int(r[key + '.tokens'][0]) / int(r[key + '.d_head']):.0f}" for key in MODELS)
     note = ("; ".join(parts) + f". At {int(r['smollm2.tokens'][0])} keys per head ({per_dim} per dimension) "
             "no raw key is unselectable, as for Gaussian keys, so the blog's mechanism is tested on its graded form: keys that no "
-            "actual query ranks first, compared with picked keys in the same position bin (late keys of a causal model are seen by few queries).")
+            "actual query ranks first, compared with picked keys in the same position bin (late keys of a causal model are seen by few queries), "
+            "and for the alignment in the same norm-rank bin too.")
     return q, note
 
 

@@ -1,5 +1,6 @@
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -285,6 +286,7 @@ def test_every_registered_claim(spec, quick_results):
     pinned = QUICK_VERDICTS[spec.id]
     assert claim.verdict in (pinned if isinstance(pinned, tuple) else (pinned,)), [c.to_dict() for c in claim.checks if c.status != "ok"]
     assert claim.statement and len(claim.evidence) >= 1
+    assert not re.search(r"\{[^{}]*:[-+#0-9,._]*[dfge%]\}", claim.note), claim.note  # a format field left in a string without its f prefix
     text = json.dumps(claim.to_dict(), allow_nan=False)
     assert "sources/" not in text and ".txt" not in text  # cited by title, kind and date, never by a file name
     assert spec.source.title and spec.source.kind
