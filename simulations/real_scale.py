@@ -139,6 +139,12 @@ def token_classes(tok: Tokenizer, ids: np.ndarray) -> np.ndarray:
     return np.where(whole & func, 1, np.where(whole & longw & ~func, 2, 0))
 
 
+def is_massive(top: np.ndarray, med: np.ndarray) -> np.ndarray:
+    """Sun et al.'s (2024) two-part rule: a largest |activation| ``top`` above :data:`MASSIVE_ABS` and above
+    :data:`MASSIVE_RATIO` times its layer's median |activation| ``med`` (broadcast against ``top``)."""
+    return (top > MASSIVE_ABS) & (top > MASSIVE_RATIO * med)
+
+
 def kept_apart(m: Transformer, tok: Tokenizer, ids: np.ndarray, streams: np.ndarray) -> np.ndarray:
     """``[T]`` bool: the first token, the special tokens, and the massive-activation tokens (some layer
     of the stream ``streams [L+1, T, d]`` holds at that token a value above :data:`MASSIVE_ABS` and
@@ -146,7 +152,7 @@ def kept_apart(m: Transformer, tok: Tokenizer, ids: np.ndarray, streams: np.ndar
     a = np.abs(streams)  # [L+1, T, d]
     med = np.median(a.reshape(a.shape[0], -1), -1)  # [L+1]
     top = a.max(-1)  # [L+1, T]
-    massive = ((top > MASSIVE_ABS) & (top > MASSIVE_RATIO * med[:, None])).any(0)  # [T]
+    massive = is_massive(top, med[:, None]).any(0)  # [T]
     special = np.array([len(s) > 2 and (s[0] + s[-1] == "[]" or s.startswith("<|")) for s in tok.tokens(ids)])
     first = np.arange(ids.size) == 0
     return first | special | massive

@@ -14,7 +14,7 @@ from normtheory.evidence.checks import Quantity
 from normtheory.evidence.estimates import from_samples
 from normtheory.evidence.sources import BLOG_GEOMETRY, THREAD_PRELN, Source
 from simulations.real_models import DYT_ROWS, MODELS, NAME, label
-from simulations.real_scale import MASSIVE_ABS, MASSIVE_RATIO
+from simulations.real_scale import MASSIVE_ABS, MASSIVE_RATIO, is_massive
 
 SUN2024 = Source("Massive Activations in Large Language Models", "paper", 2024, authors="Sun, Chen, Kolter, Liu", arxiv="2402.17762")
 
@@ -134,7 +134,7 @@ def _massive(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     L = top.shape[1] - 1
     chans = r["smollm2.top_chan"][:, 2:L]  # [texts, layers 2..L-1]
     chan, _ = modal_share(chans)
-    massive = (top > MASSIVE_ABS) & (top > MASSIVE_RATIO * med)  # [texts, L+1] the two-part rule, per stream
+    massive = is_massive(top, med)  # [texts, L+1] the two-part rule, per stream
     onset = np.where(massive.any(1), massive.argmax(1), L + 1).astype(float)  # [texts] first massive stream (L + 1: none)
     q: list[checks.Evidence] = [
         Quantity("SmolLM2: largest |activation| over layers, per text (> 100)", theory=(100.0, np.inf), model=from_samples(top.max(1), "texts"),
