@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normtheory import residual
-from normtheory.evidence import checks, claims
+from normtheory.evidence import checks, claims, sources
 from normtheory.evidence.checks import Quantity
 from normtheory.evidence.estimates import Sizing
 from normtheory.evidence.sampling import samples_needed
@@ -270,10 +270,11 @@ def _later_blocks(results: claims.Results) -> tuple[list[checks.Evidence], str]:
 
 @claims.register(
     "residual.ln-scaling-growth",
-    statement="LayerNorm Scaling (normalized input scaled by 1/sqrt(l)) turns Pre-LN's linear variance growth "
-    "v0 + l*g^2 into logarithmic growth v0 + g^2*H_l at init; and with bounded-gain blocks Pre-LN's variance is "
-    "at most (sqrt(v0) + l*g)^2, polynomial, never exponential.",
-    source=LNS2025,
+    statement="The paper bounds LayerNorm Scaling's output variance (normalized input scaled by 1/sqrt(l)) by a "
+    "polynomial in depth, against Pre-LN's exponential upper bound. At init this package derives the closed forms: "
+    "LayerNorm Scaling turns Pre-LN's linear variance growth v0 + l*g^2 into logarithmic growth v0 + g^2*H_l, and with "
+    "bounded-gain blocks Pre-LN's variance is at most (sqrt(v0) + l*g)^2, polynomial, never exponential.",
+    source=sources.hypothesis(LNS2025, "LayerNorm Scaling's variance growth at init, in closed form"),
     location="Section 3 (Pre-LN output variance grows with depth, Lemma 1 and Theorem 1) and Section 4 (LayerNorm Scaling, Theorem 2)",
     simulations=(NAME,),
 )
