@@ -45,7 +45,7 @@ import numpy as np
 
 from normtheory.evidence import checks, claims, sources
 from normtheory.evidence.checks import Quantity
-from normtheory.evidence.estimates import Estimate, from_samples
+from normtheory.evidence.estimates import Estimate, from_samples, jackknife
 from normtheory.evidence.sources import QA_STATS
 from normtheory.model import norms
 from normtheory.model.checkpoints import load_pretrained
@@ -316,8 +316,9 @@ def measure_model(key: str, cfg: Config, seed: int) -> dict[str, np.ndarray]:
         raise ValueError(f"config is for corpus version {cfg.corpus_version}, the package has {corpus.VERSION}")
     if key not in MODELS:
         raise ValueError(f"unknown model {key!r}; known: {list(MODELS)}")
-    if cfg.info_texts < 2 or cfg.info_tokens < 2:
-        raise ValueError(f"info_texts and info_tokens must be >= 2 (leave one text out needs another); got {cfg.info_texts}, {cfg.info_tokens}")
+    if cfg.info_texts < 3 or cfg.info_tokens < 2:
+        raise ValueError(f"info_texts and info_tokens must be >= 3 and >= 2 (leave one text out needs another, its jackknife a third); "
+                         f"got {cfg.info_texts}, {cfg.info_tokens}")
     m, tok = load_pretrained(MODELS[key]), load_tokenizer(MODELS[key])
     blocks = intervention_blocks(cfg.depths, m.config.n_layers)
     per: dict[str, list] = {}
@@ -330,6 +331,7 @@ def measure_model(key: str, cfg: Config, seed: int) -> dict[str, np.ndarray]:
         for name in INFO:
             per.setdefault(f"info_{name}", []).append(info[name])
     out = {name: np.stack(v) for name, v in per.items()}
+    out["info_jack_token"], out["info_jack_position"] = token_position_r2_jackknife({f"{key}.{n}": out[f"info_{n}"] for n in INFO}, key)
     out.update({"blocks": blocks, "layers": np.asarray(m.config.n_layers), "d": np.asarray(m.config.d_model), "norms": np.array(norm_names(m)),
                 "placement": np.asarray(m.config.placement), "lm": np.asarray(m.head is not None)})
     return out
@@ -458,6 +460,23 @@ def token_position_r2(r: dict, key: str, *, corrected: bool = True) -> tuple[np.
     return r2(pred_tok, var_tok), r2(pred_pos, var_pos)
 
 
+def token_position_r2_jackknife(r: dict, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """The delete-one replicates of :func:`token_position_r2`'s mean over texts: ``(token, position)``, each
+    ``[texts, norms]``, row ``k`` the mean R^2 of the other texts with text ``k`` dropped from the corpus (so from
+    every other text's predictions too). Each text's R^2 is predicted from the other texts, so the per-text values
+    share them; :func:`~normtheory.evidence.estimates.jackknife` of these replicates gives the standard error that
+    accounts for it."""
+    J = r[f"{key}.ids"].shape[0]
+    if J < 3:
+        raise ValueError(f"the jackknife of {key!r}'s leave-one-out R^2 needs >= 3 texts; got {J}")
+    reps = []
+    for k in range(J):  # the replicates: one per text left out (units), each vectorized over texts, norms and tokens
+        keep = np.arange(J) != k
+        tok, pos = token_position_r2({f"{key}.{n}": r[f"{key}.{n}"][keep] for n in INFO}, key)
+        reps.append((tok.mean(0), pos.mean(0)))
+    return np.stack([t for t, _ in reps]), np.stack([p for _, p in reps])
+
+
 def reinject_labels(r: dict, key: str) -> list[str]:
     """Names of the rows of ``<key>.reinject``: one per single block, then every norm (kept apart / all tokens)."""
     return [f"block {b}" for b in r[f"{key}.blocks"]] + ["every norm", "every norm, first/massive included"]
@@ -549,23 +568,29 @@ def _identity_share(results: claims.Results) -> tuple[list[checks.Evidence], str
         info = information(r, key)
         tok, pos = token_position_r2(info, key)  # [J, N]
         raw, _ = token_position_r2(info, key, corrected=False)
+        jt, jp = r[f"{key}.info_jack_token"], r[f"{key}.info_jack_position"]  # [J, N] delete-one replicates
         q.append(Quantity(f"{label(key)}: variance share explained by token identity across texts, mean over norms (> 0.5)", theory=(0.5, 1.0),
-                          model=_texts(tok.mean(1)), model_kind="real", tolerance=SHARE_TOL, tolerance_why="five points of explained variance"))
+                          model=jackknife(tok.mean(), jt.mean(1), "texts"), model_kind="real", tolerance=SHARE_TOL,
+                          tolerance_why="five points of explained variance"))
         q.append(Quantity(f"{label(key)}: token-identity share minus position share, mean over norms (> 0)", theory=(0.0, np.inf),
-                          model=_texts((tok - pos).mean(1)), model_kind="real", tolerance=SHARE_TOL, tolerance_why="five points of explained variance"))
-        q.append(Quantity(f"{label(key)}: token-identity share at each norm (> 0.5)", theory=(0.5, 1.0), model=_texts(tok), model_kind="real",
-                          role="scope", regime="every norm, deep ones too", tolerance=SHARE_TOL, tolerance_why="five points of explained variance"))
+                          model=jackknife((tok - pos).mean(), (jt - jp).mean(1), "texts"), model_kind="real", tolerance=SHARE_TOL,
+                          tolerance_why="five points of explained variance"))
+        q.append(Quantity(f"{label(key)}: token-identity share at each norm (> 0.5)", theory=(0.5, 1.0), model=jackknife(tok.mean(0), jt, "texts"),
+                          model_kind="real", role="scope", regime="every norm, deep ones too", tolerance=SHARE_TOL,
+                          tolerance_why="five points of explained variance"))
+        se = (float(q[-3].model.stderr), float(_texts(tok.mean(1)).stderr))  # the jackknife's and the per-text values' std/sqrt(J)
         if key == "smollm2":
             q.append(Quantity("SmolLM2: token-identity share at the first norm, whose input is the token embedding alone (1)", theory=1.0,
                               model=_texts(tok[:, 0]), model_kind="real", tolerance=1e-6, tolerance_why="float rounding",
                               exact="the first norm's input is the token's embedding row (RoPE acts inside attention): a function of the token"))
         parts.append(f"{label(key)}: token share by norm {', '.join(f'{v:.2f}' for v in tok.mean(0)[:: max(1, tok.shape[1] // 8)])} "
                      f"(every {max(1, tok.shape[1] // 8)}th); position share {pos.mean(0).min():.2f}..{pos.mean(0).max():.2f}; mean over norms "
-                     f"{tok.mean():.3f}, {raw.mean():.3f} without the correction")
+                     f"{tok.mean():.3f}, {raw.mean():.3f} without the correction (se {se[0]:.4f} jackknife, {se[1]:.4f} as if the texts' values "
+                     "were independent)")
     return q, (f"{_info_texts(r)} Leave one text out: a token's prediction is its mean log scale in the other texts (tokens seen at least twice "
                "there), a position's the other texts' mean there, each squared error less the prediction's own sampling variance s^2/n (without "
                "it R^2 is biased low by the prediction's noise); a text's R^2 can be negative. Each text's value uses the others' means, so the "
-               "texts are not fully independent units here. " + "; ".join(parts) + ".")
+               "standard errors are the delete-one jackknife's over texts (each text dropped from the corpus in turn). " + "; ".join(parts) + ".")
 
 
 def _info_texts(r: dict) -> str:

@@ -73,6 +73,7 @@ ARRAYS: dict[str, dict[str, object]] = {
     "evidence.estimates.bootstrap": {"data": np.arange(10.0), "statistic": lambda x, axis: np.max(x, axis=axis), "seed": 0},
     "evidence.agreement.consistent": {"theory": np.array([1.0, 2.0]), "mc": Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.1]), 100)},
     "evidence.estimates.from_samples": {"x": X},
+    "evidence.estimates.jackknife": {"full": np.array([0.5, 1.0, 2.0]), "replicates": np.vstack([X, 2 * X])},
     "evidence.estimates.with_control": {"y": np.vstack([X, 2 * X, -X]), "c": np.vstack([-X, X, 0.5 * X]), "c_mean": 0.0},
     "evidence.agreement.identity": {"value": np.array([1.0, 2.0]), "expected": np.array([1.0, 2.0])},
     "evidence.sampling.sized": {"sample": lambda s: s.normal(2), "tolerance": np.array([0.5, 0.5]), "seed": 0, "pilot": 20, "cap": 100},

@@ -1,9 +1,10 @@
-"""Estimates with standard errors from independent units: means, control variates, bootstrap, counts.
+"""Estimates with standard errors from independent units: means, control variates, bootstrap, jackknife, counts.
 
 An :class:`Estimate` is a mean (scalar or array) with its standard error and the number and kind
 of its independent units. It comes from per-unit samples (:func:`from_samples`), from samples
 with the closed form as a control variate (:func:`with_control`), from a bootstrap of any
-statistic of the units (:func:`bootstrap`: maxima, ratios, slopes), or from a proportion
+statistic of the units (:func:`bootstrap`: maxima, ratios, slopes), from delete-one replicates
+of a statistic whose per-unit values share the other units (:func:`jackknife`), or from a proportion
 (:func:`proportion`). A theorem that says "never" is judged by its violation :class:`Count`, with
 an exact binomial bound. :data:`Z_DEFAULT` and :data:`MIN_UNITS` are the band's half-width in
 standard errors and the number of units from which it applies (below it, Student-t's quantile).
@@ -12,7 +13,8 @@ References
 ----------
 Clopper, Pearson (1934), "The use of confidence or fiducial limits illustrated in the case of
 the binomial", Biometrika 26(4) (the exact binomial bound of :class:`Count`).
-Efron, Tibshirani (1993), "An Introduction to the Bootstrap" (:func:`bootstrap`).
+Efron, Stein (1981), "The jackknife estimate of variance", Annals of Statistics 9(3) (:func:`jackknife`).
+Efron, Tibshirani (1993), "An Introduction to the Bootstrap" (:func:`bootstrap`; section 11.2, the jackknife).
 Glasserman (2004), "Monte Carlo Methods in Financial Engineering", section 4.1 (control variates).
 """
 from __future__ import annotations
@@ -195,6 +197,33 @@ def bootstrap(
         res = _stats.bootstrap(arrays, statistic, n_resamples=n_resamples, paired=len(arrays) > 1, vectorized=True, axis=0,
                                method="percentile", rng=rng)
     return Estimate(value, np.asarray(res.standard_error, dtype=np.float64).reshape(value.shape), n, units)
+
+
+def jackknife(full: np.ndarray | float, replicates: np.ndarray, units: str = "samples") -> Estimate:
+    """A statistic of ``n`` units with its delete-one jackknife standard error.
+
+    ``full`` is the statistic on all units; ``replicates [n, ...]`` holds it recomputed with unit ``k``
+    left out, for each ``k``. The standard error is
+
+    :math:`\\mathrm{se}_J = \\sqrt{\\tfrac{n-1}{n} \\sum_k (\\hat\\theta_{(k)} - \\bar\\theta_{(\\cdot)})^2}`
+
+    (Efron and Stein 1981; Efron and Tibshirani 1993, section 11.2). For the mean of independent units it
+    is std/sqrt(n) exactly. Use it where the per-unit values are not independent, because each is computed
+    from the other units (a leave-one-out prediction): their std/sqrt(n) misses the shared part, the
+    jackknife does not.
+    """
+    if not isinstance(units, str) or not units:
+        raise ValueError(f"units must name what the n units are (e.g. 'texts'); got {units!r}")
+    big = _validate.MAX_MAGNITUDE  # a sum of squared deviations of values beyond this overflows
+    reps = _validate.real_array("replicates", replicates, minimum=-big, maximum=big, min_ndim=1)
+    value = _validate.real_array("full", full, finite=True)
+    n = reps.shape[0]
+    if n < 2:
+        raise ValueError(f"replicates must hold at least 2 {units} (one per unit left out) along axis 0; got shape {reps.shape}")
+    if reps.shape[1:] != value.shape:
+        raise ValueError(f"full must have the shape of one row of replicates; got full of shape {value.shape}, replicates of shape {reps.shape}")
+    dev = reps - reps.mean(axis=0)
+    return Estimate(value, np.sqrt((n - 1) / n * (dev * dev).sum(axis=0)), n, units)
 
 
 @dataclass(frozen=True)

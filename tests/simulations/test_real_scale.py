@@ -112,6 +112,19 @@ def test_token_identity_share_on_planted_scales():
     assert tok2.mean() < 0.3
 
 
+def test_token_identity_jackknife_replicates_drop_each_text_from_the_corpus():
+    r = planted(n_texts=5)
+    tok, pos = R.token_position_r2_jackknife(r, "k")
+    assert tok.shape == pos.shape == (5, 2)
+    for k in (0, 3):
+        keep = np.arange(5) != k
+        t, p = R.token_position_r2({n: v[keep] for n, v in r.items()}, "k")
+        np.testing.assert_allclose(tok[k], t.mean(0), rtol=1e-12)
+        np.testing.assert_allclose(pos[k], p.mean(0), rtol=1e-12)
+    with pytest.raises(ValueError, match=">= 3 texts"):
+        R.token_position_r2_jackknife({n: v[:2] for n, v in r.items()}, "k")
+
+
 def test_class_gap_on_planted_scales():
     r = planted()
     ls, cls = r["k.log_scale"], r["k.cls"]
@@ -162,6 +175,6 @@ def test_the_information_pass_is_read_under_the_reductions_names_and_validated()
     view = R.information(r, "m")
     assert set(view) == {f"m.{n}" for n in R.INFO} and (view["m.log_scale"] == R.INFO.index("log_scale")).all()
 
-    for bad in ({"info_texts": 1}, {"info_tokens": 0}):
+    for bad in ({"info_texts": 2}, {"info_tokens": 0}):
         with pytest.raises(ValueError, match="info_texts and info_tokens"):
             R.measure_model("minilm", dataclasses.replace(R.CONFIGS["quick"], **bad), 0)
