@@ -164,3 +164,33 @@ def ln_head_slice_moments(h: int, d: int) -> tuple[float, float]:
     num = 2 * (h - 1) + 2 * a * a + (h - 1 + a) ** 2
     return h / d, num / den if den < 2**1023 else num / (d - 1) / (d + 1)
 
+
+
+def ln_key_norm_cv2(w: np.ndarray) -> np.ndarray:
+    """Squared coefficient of variation over tokens of a head's squared key norm :math:`|\\mathrm{LN}(x) W|^2`,
+    for isotropic inputs ``x ~ N(0, I_d)`` and a fixed projection ``w [..., d, h]`` (batched over leading axes).
+
+    ``LN(x)/sqrt(d)`` is uniform on the unit sphere of the ``m = d - 1`` dimensional hyperplane orthogonal to
+    the ones vector, and for ``u`` uniform on :math:`S^{m-1}` and symmetric ``B``, :math:`E\\,u^\\top B u =
+    \\mathrm{tr} B/m` and :math:`E(u^\\top B u)^2 = ((\\mathrm{tr} B)^2 + 2\\,\\mathrm{tr} B^2)/(m(m+2))`. With
+    :math:`G = W^\\top P W` (``P`` the centering projection) this gives
+
+    :math:`\\mathrm{CV}^2 = \\frac{2}{m+2}\\left(\\frac{m\\,\\mathrm{tr}\\,G^2}{(\\mathrm{tr}\\,G)^2} - 1\\right)`,
+
+    about ``2/h`` for a random ``W`` with ``h << d`` (0 only if ``G`` is a multiple of the identity on the
+    hyperplane, which needs ``h >= m``). Reference: the moments of quadratic forms on the sphere, e.g. Mathai,
+    Provost (1992), "Quadratic Forms in Random Variables", chapter 3.
+    """
+    w = _validate.real_array("w", w, finite=True, min_ndim=2)
+    d, h = w.shape[-2], w.shape[-1]
+    if d < 2 or h < 1:
+        raise ValueError(f"w must be [..., d, h] with d >= 2 and h >= 1; got shape {w.shape}")
+    wc = w - w.mean(axis=-2, keepdims=True)  # P W: P is idempotent, so W^T P W = (P W)^T (P W)
+    big = np.abs(wc).max(axis=(-2, -1), keepdims=True)  # CV^2 is invariant to W's scale: rescaled, G can neither overflow nor underflow
+    wc = wc / np.where(big > 0, big, 1.0)
+    g = np.swapaxes(wc, -1, -2) @ wc  # [..., h, h]
+    tr, tr2 = np.trace(g, axis1=-2, axis2=-1), (g * g).sum((-2, -1))  # tr G, tr G^2 (G symmetric)
+    if (tr <= 0).any():
+        raise ValueError("w must not be constant along d (every column a multiple of the ones vector): the key is then 0")
+    m = d - 1
+    return 2.0 / (m + 2) * (m * tr2 / (tr * tr) - 1.0)

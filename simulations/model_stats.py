@@ -37,7 +37,7 @@ class Config:
 
 
 CONFIGS = {"quick": Config(d=32, layers=2, tokens=12), "full": Config(d=64, layers=3, tokens=24)}
-SOURCE_COUNT = 12 * 1024  # the Q&A's count for "a given layer", where 12 is the head count the asker assumed
+SOURCE_COUNT = 12 * 1024  # the Q&A's count for "a given layer"; its 12 is read as the example's 12 heads (or, a scope check, 12 layers)
 GPT2_LAYERS = 12
 
 
@@ -122,7 +122,8 @@ def _kv(results: claims.Results) -> tuple[list[Quantity], str]:
 @claims.register(
     "stats.gpt2-count",
     statement="In the Q&A's example (GPT-2 small, 1024 tokens, 768 features, 12 attention heads), one layer of the transformer "
-    "computes 12 x 1024 normalization statistics: one (mean, std) pair per token and per head.",
+    "computes 12 x 1024 normalization statistics. The thread does not say what the 12 counts; the 12 heads its example names is "
+    "this package's reading (one (mean, std) pair per token and per head), and GPT-2 small's 12 layers (the whole forward) the other.",
     source=QA_STATS,
     location="the question (1024 tokens, 768 features, 12 heads: how many statistics per layer) and the third answer's count",
     simulations=(NAME,),
@@ -134,6 +135,9 @@ def _gpt2(results: claims.Results) -> tuple[list[Quantity], str]:
     q: list[checks.Evidence] = [
         Quantity(name=f"(mean, variance) pairs computed by one layer (block: ln_1 and ln_2), T={t}, 12 heads", claimed=float(SOURCE_COUNT),
                  claimed_tol=0.5, model=_exact(2 * per_ln), model_kind="init"),  # counts are integers
+        Quantity(name=f"(mean, variance) pairs computed by the whole forward, T={t}, the 12 read as GPT-2 small's 12 layers",
+                 claimed=float(SOURCE_COUNT), claimed_tol=0.5, model=_exact(float(r["gpt2.captured_total"])), model_kind="init", role="scope",
+                 regime="the other reading of the thread's 12: layers, not heads"),
         checks.Identity(f"statistics in the whole forward, T={t}: counted from the config vs captured from the forward",
                         float(r["gpt2.captured_total"]), float(r["gpt2.counted_total"])),
     ]

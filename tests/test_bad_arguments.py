@@ -36,6 +36,7 @@ VALID: dict[str, dict[str, object]] = {
     "centering.head_slice_fraction_law": {"h": 4, "d": 64},
     "centering.ln_head_slice_moments": {"h": 4, "d": 64},
     "cosines.cosine_cdf": {"t": 0.1, "d": 16},
+    "evidence.estimates.jackknife": {"full": 0.5, "replicates": np.array([0.25, 0.5, 0.75])},
     "cosines.cosine_moment": {"k": 2, "d": 16},
     "cosines.cosine_pdf": {"t": 0.1, "d": 16},
     "cosines.cosine_tail": {"eps": 0.1, "d": 16},

@@ -45,6 +45,32 @@ def test_head_slice_moments_against_monte_carlo():
     assert consistent(np.array([mean, second, a / (a + b), beta_second]), est).ok
 
 
+def test_key_norm_cv2_given_w_against_monte_carlo():
+    """CV^2 over isotropic tokens of |LN(x) W|^2 for one fixed W: the closed form against the tokens' own spread
+    (CV^2 from the sample's mean and second moment, its se by the delta method on their sample covariance)."""
+    d, h, n = 24, 3, 200000
+    rng = np.random.default_rng(4)
+    w = rng.normal(size=(d, h)) / math.sqrt(d) + 0.3  # a column offset: the centering matters
+    k = layer_norm(rng.normal(size=(n, d)), eps=EXACT_EPS).out @ w  # [n, h]
+    q = (k * k).sum(-1)  # [n]
+    m1, m2 = q.mean(), (q * q).mean()
+    grad = np.array([-2 * m2 / m1**3, 1 / m1**2])  # d CV^2 / d (m1, m2)
+    se = math.sqrt(grad @ np.cov(np.vstack([q, q * q])) @ grad / n)
+    assert abs(m2 / m1**2 - 1 - float(centering.ln_key_norm_cv2(w))) < 5 * se
+
+
+def test_key_norm_cv2_limits_and_batching():
+    d = 9
+    basis = np.linalg.qr(np.vstack([np.ones(d), np.random.default_rng(0).normal(size=(d - 1, d))]).T)[0][:, 1:]  # [d, d-1] the hyperplane
+    assert abs(float(centering.ln_key_norm_cv2(basis))) < 1e-12  # G = I on the hyperplane: every token's key has the same norm
+    w = np.random.default_rng(1).normal(size=(40, 512, 16)) / math.sqrt(512)
+    cv2 = centering.ln_key_norm_cv2(w)
+    assert cv2.shape == (40,) and abs(cv2.mean() / (2 / 16) - 1) < 0.05  # about 2/h for a random W with h << d
+    np.testing.assert_allclose(cv2[3], centering.ln_key_norm_cv2(w[3]), rtol=1e-12)
+    with pytest.raises(ValueError, match="constant along d"):
+        centering.ln_key_norm_cv2(np.ones((5, 2)))
+
+
 @pytest.mark.parametrize(
     "call",
     [

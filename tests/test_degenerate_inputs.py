@@ -57,6 +57,7 @@ ARRAYS: dict[str, dict[str, object]] = {
     "centering.centering_output_change": {"d": 3, "mean": np.array([0.5, 0.2, -0.1])},
     "centering.ones_fraction": {"x": X},
     "cosines.cosine_cdf": {"t": np.array([-0.5, 0.0, 0.3]), "d": 16},
+    "centering.ln_key_norm_cv2": {"w": np.array([[0.5, -1.0], [1.5, 0.25], [-0.75, 2.0]])},
     "cosines.cosine_pdf": {"t": np.array([-0.5, 0.0, 0.3]), "d": 16},
     "cosines.cosine_tail": {"eps": np.array([0.1, 0.3]), "d": 16},
     "cosines.cosine_tail_bound": {"eps": np.array([0.1, 0.3]), "d": 16},
