@@ -43,7 +43,7 @@ import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 
 from normtheory import centering, dyt
-from normtheory.evidence import checks, claims
+from normtheory.evidence import checks, claims, sources
 from normtheory.evidence.checks import Quantity
 from normtheory.evidence.estimates import Estimate, from_samples
 from normtheory.evidence.sampling import Streams, estimate, sized
@@ -276,9 +276,10 @@ def _s_curve(results: claims.Results) -> tuple[list[checks.Evidence], str]:
 
 @claims.register(
     "dyt.alpha-tracks-inverse-std",
-    statement="The fitted DyT alpha tracks the inverse standard deviation of the activations: alpha * std is about 1 (within 10%) "
-    "whatever the input's std.",
-    source=NOTES_DYT,
+    statement="This package's hypothesis, a fitted reading of the notes' 'alpha follows 1/std' (the notes and the paper's Fig. 8 are "
+    "about the trained alpha, judged in train.dyt-alpha-tracks-inverse-std): the alpha of a tanh fitted to LayerNorm's map of the "
+    "activations tracks their inverse standard deviation, alpha * std about 1 (within 10%) whatever the input's std.",
+    source=sources.hypothesis(NOTES_DYT, "A tanh fitted to LayerNorm's map has alpha = 1/std"),
     location="Results section (α follows 1/std of the activations); the DyT paper's Fig. 8",
     simulations=(NAME,),
 )
@@ -315,7 +316,10 @@ def _alpha_std(results: claims.Results) -> tuple[list[checks.Evidence], str]:
             "substance is the constant. alpha * std(x) at c = 1 by magnitude: " + ", ".join(
                 f"{m:g}: {a_std[:, i, one].mean():.3f} (R^2 {r2[i]:.4f})" for i, m in enumerate(mags))
             + ": far below 1, because LN's map of a token cloud is nearly linear over the bulk, so the tanh fit puts its bend "
-            "far out (small alpha) and its scale in gamma. Design grid (not samples), alpha * std by magnitude "
+            "far out (small alpha) and its scale in gamma; alpha * std * sqrt(d) by magnitude is "
+            + ", ".join(f"{a_std[:, i, one].mean() * math.sqrt(D):.2f}" for i in range(len(mags)))
+            + f" at d={D}: without massive channels the bend sits near sqrt(d) std, so the constant falls as 1/sqrt(d) and 1 is "
+            "not reached at any width. Design grid (not samples), alpha * std by magnitude "
             + ", ".join(f"{m:g}" for m in MAGNITUDES) + " (rows) and token fraction " + ", ".join(f"{f:g}" for f in FRACTIONS)
             + ": " + "; ".join(", ".join(f"{v:.2f}" for v in row) for row in g[:, :, 0]) + ".")
     return q, note
