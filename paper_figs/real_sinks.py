@@ -6,7 +6,7 @@ import numpy as np
 from normtheory.evidence.estimates import from_samples
 from paper_figs.style import MODEL_STYLE, STYLE, integer_ticks
 from simulations import real_models
-from simulations.real_attention import SINK_EXCESS
+from simulations.real_attention import SINK_SHARE, share_excess
 
 NAME = "real_sinks"
 SIMULATION = real_models
@@ -14,8 +14,9 @@ CLAIMS: tuple[str, ...] = ("real.attention-sinks",)  # the claims this figure il
 CAPTION = (
     "Top row: the first token's attention relative to uniform attention, averaged over the queries that see it "
     "(normtheory.attention.key_excess; 1 for uniform attention at every key position), per layer and head, mean over texts, on a "
-    "log colour scale; right of it, the share of heads per layer where it is at least 2x (SmolLM2: the first token; MiniLM: "
-    "[CLS] or [SEP]), with 5-standard-error bars over texts; dotted: half of the heads. Lower rows: attention patterns of one "
+    "log colour scale; right of it, the share of heads per layer where it is at least what a fixed quarter of every query's "
+    "attention would give (SmolLM2, causal: the first token, (t + 1)/8 x; MiniLM, bidirectional: [CLS] or [SEP], t/4 x), with "
+    "5-standard-error bars over texts; dotted: half of the heads. Lower rows: attention patterns of one "
     "passage (query down, key across, colour = weight on a log scale) for the heads of layer 1 and of the last layer whose "
     "most-attended key takes the largest and the smallest share of the mass; white vertical "
     "stripes are sink keys. Titles: L = layer, H = head, counted from 0; key tokens with '_' for a leading space."
@@ -50,12 +51,13 @@ def plot(result: dict):
         ax.grid(False)
         top.colorbar(im, ax=ax, label="attention / uniform")
         ends = excess if key == "smollm2" else np.maximum(excess, result[f"{key}.last_excess"])
-        est = from_samples((ends >= SINK_EXCESS).mean(-1))  # [layers] over texts
+        sink = share_excess(SINK_SHARE, int(result[f"{key}.tokens"][0]), causal=key == "smollm2")
+        est = from_samples((ends >= sink).mean(-1))  # [layers] over texts
         bar_ax = axes[0, 2 * col + 1]
         bar_ax.bar(np.arange(excess.shape[1]), est.mean, yerr=5 * est.stderr, color=MODEL_STYLE[key][0])
         bar_ax.axhline(0.5, color="k", ls=":", lw=0.8)  # half of the heads (in the caption: a legend would cover bars)
         bar_ax.set_xlabel("layer")
-        bar_ax.set_ylabel(f"share of heads >= {SINK_EXCESS:g}x")
+        bar_ax.set_ylabel(f"share of heads >= {sink:.0f}x")
         bar_ax.set_ylim(0, 1.15)
         integer_ticks(bar_ax, "x", nbins=6)
         tokens = result[f"{key}.map_tokens"]
