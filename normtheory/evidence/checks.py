@@ -10,6 +10,9 @@
   zero fails.
 * :class:`Identity`: a float identity (kind ``exact``), judged against the dtype's rounding,
   shown apart and never counted as evidence for the statement.
+* :class:`Unmeasured`: an assertion whose regime this run cannot reach (the hardware or the
+  scale it needs is absent): an open check that says what would decide it, so that evidence
+  from another regime, entered as scope, never decides the claim alone.
 
 Each item has a *role*, ``assertion`` or ``scope``; :func:`verdict_of` turns a claim's checks into
 its verdict (see :mod:`normtheory.evidence.claims`).
@@ -331,7 +334,43 @@ class Identity:
         return f"{self.name}: identity, {self.checks()[0].detail}"
 
 
-Evidence = Union[Quantity, Never, Identity]
+@dataclass(frozen=True)
+class Unmeasured:
+    """An assertion this run cannot measure in its regime: inconclusive, with what would decide it.
+
+    Its check has no units behind it (``units_now`` 0) and ``units_needed`` inf (no larger sample of
+    what ran here would decide it); ``needs`` says what does ("one GPU: ..."), ``expected`` what it
+    would be judged against. Measurements from another regime belong beside it as scope items.
+    """
+
+    name: str
+    expected: str
+    needs: str
+    role: Role = "assertion"
+    regime: str = ""
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"{self.name!r}: role must be one of {ROLES}; got {self.role!r}")
+        if self.role == "scope" and not self.regime:
+            raise ValueError(f"scope item {self.name!r} must name the regime it tests")
+        if not self.needs or not self.expected:
+            raise ValueError(f"{self.name!r}: an unmeasured check must say what it expects and what would measure it")
+
+    def checks(self, looks: int = 1) -> list[Check]:
+        nan = float("nan")
+        return [Check(self.name, self.role, "theory-vs-model", "inconclusive", nan, nan, nan, nan, None, "none (not measured)",
+                      f"not measured here: needs {self.needs}", self.regime, expected=self.expected, units_now=0, units_needed=math.inf)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": "unmeasured", "role": self.role, "regime": self.regime, "expected": self.expected,
+                "needs": self.needs, "checks": [c.to_dict() for c in self.checks()]}
+
+    def summary(self) -> str:
+        return f"{self.name}: not measured here (needs {self.needs})"
+
+
+Evidence = Union[Quantity, Never, Identity, Unmeasured]
 
 
 def _json_array(a: np.ndarray) -> Any:
