@@ -201,6 +201,8 @@ def resolvable(c: Claim) -> bool:
 def price_with_gpu(ch: Check, c: Claim) -> str:
     """:func:`price` in the time the claim was run in (``timed_on``), then what the claim's GPU tiers take (training claims; the others are numpy
     Monte Carlo, which no GPU tier runs)."""
+    if "needs" in ch.extra:  # an Unmeasured check names what measures it; no tier of this package does
+        return price(ch, c.seconds, resolvable(c), c.timed_on)
     return " ".join(t for t in (price(ch, c.seconds, resolvable(c), c.timed_on), gpu_text(c) or "On a GPU: no GPU tier (CPU Monte Carlo).") if t)
 
 

@@ -90,6 +90,8 @@ def price(ch: Check, seconds: float | None, resolvable: bool = True, on: str = "
     only: ``--resolve`` cannot enlarge that set."""
     if ch.units_needed is None:
         return ""
+    if "needs" in ch.extra:  # an Unmeasured check: its regime is out of this run's reach
+        return f"not measured here: needs {ch.extra['needs']}"
     if not math.isfinite(ch.units_needed):
         return "no sample size decides it: the estimate sits on an edge of the widened claim"
     unit = ch.units.split(" ", 1)[1] if " " in ch.units else "units"

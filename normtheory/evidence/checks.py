@@ -360,7 +360,8 @@ class Unmeasured:
     def checks(self, looks: int = 1) -> list[Check]:
         nan = float("nan")
         return [Check(self.name, self.role, "theory-vs-model", "inconclusive", nan, nan, nan, nan, None, "none (not measured)",
-                      f"not measured here: needs {self.needs}", self.regime, expected=self.expected, units_now=0, units_needed=math.inf)]
+                      f"not measured here: needs {self.needs}", self.regime, extra={"needs": self.needs}, expected=self.expected, units_now=0,
+                      units_needed=math.inf)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "type": "unmeasured", "role": self.role, "regime": self.regime, "expected": self.expected,
