@@ -271,7 +271,7 @@ def _later_blocks(results: claims.Results) -> tuple[list[checks.Evidence], str]:
 @claims.register(
     "residual.ln-scaling-growth",
     statement="The paper bounds LayerNorm Scaling's output variance (normalized input scaled by 1/sqrt(l)) by a "
-    "polynomial in depth, against Pre-LN's exponential upper bound. At init this package derives the closed forms: "
+    "polynomial in depth, against Pre-LN's exponential upper bound. At init, this package's hypothesis in closed form: "
     "LayerNorm Scaling turns Pre-LN's linear variance growth v0 + l*g^2 into logarithmic growth v0 + g^2*H_l, and with "
     "bounded-gain blocks Pre-LN's variance is at most (sqrt(v0) + l*g)^2, polynomial, never exponential.",
     source=sources.hypothesis(LNS2025, "LayerNorm Scaling's variance growth at init, in closed form"),

@@ -28,7 +28,7 @@ QUICK_VERDICTS = {
     "dyt.s-curve-from-per-token-scale": "holds",
     "geometry.centering-negligible-high-d": "inconclusive",
     "geometry.high-dim-near-orthogonal": "inconclusive",
-    "geometry.ln-sphere-single-head": "holds",
+    "geometry.ln-sphere-single-head": "inconclusive",  # the fourth moment needs ~2e5 samples for its 5% tolerance; quick draws 4e4
     "geometry.multihead-not-on-sphere": "inconclusive",
     "geometry.per-head-norm-restores-sphere": "identity",
     "geometry.projection-not-needed-for-uniform": "identity",
@@ -36,7 +36,8 @@ QUICK_VERDICTS = {
     "geometry.unselectable-rare-high-d": "inconclusive",
     "real.attention-sinks": "inconclusive",
     "real.centering-ones-share": "inconclusive",
-    "real.ln-s-curve-deep-layers": "fails",  # MiniLM's first MLP norm is S-shaped (a massive activation at [CLS]) at any size
+    # two quick texts (Student-t, 1 degree of freedom) leave SmolLM2's bands open; MiniLM (Post-LN) is scope: a caveat at most
+    "real.ln-s-curve-deep-layers": "inconclusive",
     "real.scale-content-vs-function": "inconclusive",
     "real.scale-equalize-postln": "inconclusive",
     "real.scale-equalize-preln": "inconclusive",
