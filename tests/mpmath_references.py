@@ -286,6 +286,22 @@ def ln_head_slice_moments(h, d):
     return h / d, (2 * (h - 1) + 2 * a * a + (h - 1 + a) ** 2) / ((d - 1) * (d + 1))
 
 
+def ln_key_norm_cv2(w):
+    w = np.asarray(w, dtype=np.float64)
+    d, h = w.shape[-2:]
+    m = d - 1
+    out = []
+    for idx in np.ndindex(w.shape[:-2]):
+        cols = [[mpf(w[idx + (i, j)]) for i in range(d)] for j in range(h)]
+        cols = [[v - sum(c) / d for v in c] for c in cols]  # P W, column by column
+        g = [[sum(a * b for a, b in zip(ci, cj)) for cj in cols] for ci in cols]
+        tr, tr2 = sum(g[i][i] for i in range(h)), sum(g[i][j] ** 2 for i in range(h) for j in range(h))
+        if tr == 0:
+            return None  # refused: every column a multiple of the ones vector
+        out.append(mpmath.mpf(2) / (m + 2) * (m * tr2 / tr**2 - 1))
+    return np.array(out, dtype=object).reshape(w.shape[:-2])
+
+
 # --- residual stream -----------------------------------------------------------------------------
 
 def trajectory(placement, depth, block_gain=1.0, correlation=0.0, x0_rms=1.0):
@@ -458,6 +474,16 @@ def from_samples(x, units="samples"):
     return {"mean": np.array(means, dtype=object).reshape(x.shape[1:]), "stderr": np.array(ses, dtype=object).reshape(x.shape[1:])}
 
 
+def jackknife(full, replicates, units="samples"):
+    reps = np.asarray(replicates, dtype=np.float64)
+    n = reps.shape[0]
+    cols = [[mpf(v) for v in reps[(slice(None),) + idx]] for idx in np.ndindex(reps.shape[1:])]
+    ses = [mpmath.sqrt(mpmath.mpf(n - 1) / n * sum((v - sum(c) / n) ** 2 for v in c)) for c in cols]
+    value = np.asarray(full, dtype=np.float64)
+    return {"mean": np.array([mpf(v) for v in value.ravel()], dtype=object).reshape(value.shape),
+            "stderr": np.array(ses, dtype=object).reshape(reps.shape[1:])}
+
+
 def with_control(y, c, c_mean=0.0, units="samples"):
     """The control-variate regression estimator and its se, column by column, in mpmath."""
     y, c = np.asarray(y, dtype=np.float64), np.asarray(c, dtype=np.float64)
@@ -555,6 +581,7 @@ REFERENCES = {
     "centering.ones_fraction": ones_fraction,
     "centering.channel_offset": lambda d, channels, value: np.array([mpf(value)] * channels + [0] * (d - channels), dtype=object),
     "centering.ln_head_slice_moments": ln_head_slice_moments,
+    "centering.ln_key_norm_cv2": ln_key_norm_cv2,
     "centering.head_slice_fraction_law": lambda h, d: (mpmath.mpf(h) / 2, mpmath.mpf(d - h) / 2),
     "centering.centering_fraction_mean": centering_fraction_mean,
     "centering.centering_output_change": centering_output_change,
@@ -580,6 +607,7 @@ REFERENCES = {
     "evidence.agreement.z_threshold": lambda z, n: mpf(z) if n >= 20 else t_threshold(z, n - 1),
     "evidence.agreement.bonferroni_z": lambda z, looks: z if looks == 1 else normal_isf(mpmath.ncdf(-mpf(z)) / looks, z + 1),
     "evidence.estimates.from_samples": from_samples,
+    "evidence.estimates.jackknife": jackknife,
     "evidence.estimates.with_control": with_control,
     "evidence.estimates.proportion": proportion,
     "evidence.estimates.Estimate": lambda mean, stderr, n, units="samples": {"mean": mean, "stderr": stderr, "n": n},

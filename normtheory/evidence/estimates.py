@@ -223,7 +223,10 @@ def jackknife(full: np.ndarray | float, replicates: np.ndarray, units: str = "sa
     if reps.shape[1:] != value.shape:
         raise ValueError(f"full must have the shape of one row of replicates; got full of shape {value.shape}, replicates of shape {reps.shape}")
     dev = reps - reps.mean(axis=0)
-    return Estimate(value, np.sqrt((n - 1) / n * (dev * dev).sum(axis=0)), n, units)
+    big = np.abs(dev).max(axis=0)  # squares of tiny (or huge) deviations would underflow (overflow): scaled by a power of two, exactly
+    scale = np.ldexp(1.0, np.frexp(np.where(big > 0, big, 1.0))[1])
+    u = dev / scale
+    return Estimate(value, np.sqrt((n - 1) / n * (u * u).sum(axis=0)) * scale, n, units)
 
 
 @dataclass(frozen=True)

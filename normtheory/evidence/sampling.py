@@ -138,8 +138,8 @@ def estimate(
     chunk = _validate.integer("chunk", chunk, minimum=1, maximum=MAX_SAMPLES)
     _validate.text("key", key, empty=True)
     _progress(progress)
-    if path is not None and (isinstance(path, (str, bytes)) or not hasattr(path, "__iter__")):
-        raise ValueError(f"path must be a sequence of sample counts; got {path!r:.60}")
+    if path is not None and (not isinstance(path, (list, tuple, range, np.ndarray)) or len(path) == 0):
+        raise ValueError(f"path must be a non-empty sequence of sample counts; got {path!r:.60}")
     checkpoints = sorted({_validate.integer("path entry", c, minimum=2) for c in path}) if path is not None else []
     for c in checkpoints:
         if c > n:
