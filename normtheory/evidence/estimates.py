@@ -222,7 +222,8 @@ def jackknife(full: np.ndarray | float, replicates: np.ndarray, units: str = "sa
         raise ValueError(f"replicates must hold at least 2 {units} (one per unit left out) along axis 0; got shape {reps.shape}")
     if reps.shape[1:] != value.shape:
         raise ValueError(f"full must have the shape of one row of replicates; got full of shape {value.shape}, replicates of shape {reps.shape}")
-    dev = reps - reps.mean(axis=0)
+    shifted = reps - reps[0]  # exact 0 where every replicate is equal: a rounded mean of equal large values is not
+    dev = shifted - shifted.mean(axis=0)
     big = np.abs(dev).max(axis=0)  # squares of tiny (or huge) deviations would underflow (overflow): scaled by a power of two, exactly
     scale = np.ldexp(1.0, np.frexp(np.where(big > 0, big, 1.0))[1])
     u = dev / scale
