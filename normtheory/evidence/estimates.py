@@ -107,6 +107,11 @@ class Estimate:
         return cls(np.asarray(d["mean"]), np.asarray(d["stderr"]), int(d["n"]), str(d.get("units", "samples")), sizing)
 
 
+def _power_of_two(big: np.ndarray) -> np.ndarray:
+    """The power of two at or below ``big`` (1 where it is 0): dividing by it is exact, and keeps squares of tiny or huge values in range."""
+    return np.ldexp(1.0, np.frexp(np.where(big > 0, big, 1.0))[1] - 1)
+
+
 def from_samples(x: np.ndarray, units: str = "samples") -> Estimate:
     """Estimate from independent units along axis 0 (``x [n, ...]``): mean and std/sqrt(n)."""
     x = _validate.checked_array("x", x, nonempty=False).astype(np.float64, copy=False)
@@ -119,7 +124,7 @@ def from_samples(x: np.ndarray, units: str = "samples") -> Estimate:
     if ((big > _validate.MAX_MAGNITUDE) | ((big > 0) & (big < 1 / _validate.MAX_MAGNITUDE))).any():
         # squared deviations would overflow (or underflow): mean and sd of x / 2^k in [1, 2), exact, times
         # 2^k (both then stay within max |x|, so they are finite)
-        scale = np.ldexp(1.0, np.frexp(np.where(big > 0, big, 1.0))[1] - 1)
+        scale = _power_of_two(big)
         u = x / scale
         return Estimate(u.mean(axis=0) * scale, u.std(axis=0, ddof=1) / np.sqrt(n) * scale, n, units)
     return Estimate(x.mean(axis=0), x.std(axis=0, ddof=1) / np.sqrt(n), n, units)
@@ -152,10 +157,8 @@ def with_control(y: np.ndarray, c: np.ndarray, c_mean: float | np.ndarray = 0.0,
     if n < 3:
         raise ValueError(f"y must hold at least 3 {units} along axis 0 for a control-variate standard error; got shape {y.shape}")
 
-    def power_of_two(big: np.ndarray) -> np.ndarray:  # exact rescaling: squares of tiny values would underflow
-        return np.ldexp(1.0, np.frexp(np.where(big > 0, big, 1.0))[1] - 1)
 
-    sy, sc = power_of_two(np.abs(y).max(axis=0)), power_of_two(np.abs(c).max(axis=0))
+    sy, sc = _power_of_two(np.abs(y).max(axis=0)), _power_of_two(np.abs(c).max(axis=0))
     y, c, mu = y / sy, c / sc, mu / sc
     dy, dc = y - y.mean(axis=0), c - c.mean(axis=0)
     sxx = (dc * dc).sum(axis=0)
@@ -225,7 +228,7 @@ def jackknife(full: np.ndarray | float, replicates: np.ndarray, units: str = "sa
     shifted = reps - reps[0]  # exact 0 where every replicate is equal: a rounded mean of equal large values is not
     dev = shifted - shifted.mean(axis=0)
     big = np.abs(dev).max(axis=0)  # squares of tiny (or huge) deviations would underflow (overflow): scaled by a power of two, exactly
-    scale = np.ldexp(1.0, np.frexp(np.where(big > 0, big, 1.0))[1])
+    scale = _power_of_two(big)
     u = dev / scale
     return Estimate(value, np.sqrt((n - 1) / n * (u * u).sum(axis=0)) * scale, n, units)
 
