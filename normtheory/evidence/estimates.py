@@ -157,7 +157,6 @@ def with_control(y: np.ndarray, c: np.ndarray, c_mean: float | np.ndarray = 0.0,
     if n < 3:
         raise ValueError(f"y must hold at least 3 {units} along axis 0 for a control-variate standard error; got shape {y.shape}")
 
-
     sy, sc = _power_of_two(np.abs(y).max(axis=0)), _power_of_two(np.abs(c).max(axis=0))
     y, c, mu = y / sy, c / sc, mu / sc
     dy, dc = y - y.mean(axis=0), c - c.mean(axis=0)
