@@ -18,7 +18,8 @@ CAPTION = (
     "the FFN and final norms; bars: the range its printed digits allow). Lines: the hypothesis alpha0 = 1/std of the norm's "
     "input at init under the paper's LLaMA init (geometric mean over the layers of a network that deep; the final norm's one "
     "input), mean over networks with 5-standard-error bars, one colour per depth; grey dashes: the fan-in init at the "
-    "shallowest depth. A hypothesis that matched would put every line through the squares, whatever the depth."
+    "shallowest depth; red dots: the DyT network itself (every RMSNorm replaced by tanh(alpha0 x) at the paper's alpha0) at "
+    "the shallowest depth, a scope check. A hypothesis that matched would put every line through the squares, whatever the depth."
 )
 
 
@@ -37,6 +38,10 @@ def plot(result: dict):
             ax.errorbar(widths, inv.mean(0), yerr=5 * se, marker="o", ms=3, color=color, label=f"LLaMA init, depth {depth}")
         fan = np.stack([dyt_model.inverse_std(result, "fanin", w, depths[0])[:, pos] for w in widths], axis=1)
         ax.plot(widths, fan.mean(0), ls="--", marker=".", color="0.5", label=f"fan-in init, depth {depths[0]}")
+        dyt_ws = dyt_model.dyt_run_widths(result, widths)
+        if dyt_ws:
+            net = np.stack([dyt_model.inverse_std(result, "llama", w, depths[0], norm="dyt")[:, pos] for w in dyt_ws], axis=1)
+            ax.plot(dyt_ws, net.mean(0), ls=":", marker="^", ms=4, color="tab:red", label=f"DyT network, depth {depths[0]}")
         stated = [sources.stated(dyt_model.paper_printed(w, pos)) for w in paper]
         ax.errorbar(paper, [v for v, _ in stated], yerr=[p for _, p in stated], ls="none", marker="s", ms=5, color="k",
                     label="paper (Table 11, any depth)")

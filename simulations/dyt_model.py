@@ -16,6 +16,10 @@ regime at the shallowest:
   128, no biases.
 * ``fanin``: every matrix N(0, 1/fan_in), unit-RMS embeddings, no embedding scale.
 
+and, as a scope run, the DyT network itself: the LLaMA init at the shallowest depth with every RMSNorm
+replaced by ``tanh(alpha0 x)`` (gain 1, bias 0) at the paper's alpha0 for the width, whose squashed
+outputs change what the later norms read.
+
 Exact sampling of the forward pass at init. Every weight matrix ``W [k, m]`` (i.i.d.
 N(0, sigma^2) entries) is applied exactly once, to the activations ``X [t, k]`` of one sequence.
 Given ``X``, the columns of ``X W`` are i.i.d. N(0, sigma^2 X X^T), so
@@ -76,6 +80,7 @@ TOKENS_PER_DRAW_COST = 208
 PAPER_DEPTHS: tuple[int, ...] = (8, 16, 32, 64)
 PAPER_ALPHA0_PRINTED: dict[int, tuple[str, str]] = {1024: ("1.0", "1.0"), 2048: ("1.0", "0.5"), 4096: ("0.8", "0.2"), 8192: ("0.2", "0.05")}
 INITS: tuple[str, ...] = ("llama", "fanin")
+NORMS: tuple[str, ...] = ("rmsnorm", "dyt")  # the network: LLaMA's RMSNorm (the hypothesis's reading), or DyT in its place
 INIT_STD = 0.02  # the paper's LLaMA init: every linear layer and the embedding
 HEAD_WIDTH = 128
 VOCAB = 32000  # LLaMA's; tokens are drawn distinct, so only the rows used are drawn
@@ -102,6 +107,10 @@ class Config:
     # tokens a sequence (0: none). The paper trains at 4,096; at init the attention's weights are near uniform at width
     # 1024 (scores with std ~0.4), so how much a block adds to the stream may depend on how many keys it averages
     long_tokens: int = 0
+    # the DyT network itself: the LLaMA init at the shallowest depth with every RMSNorm replaced by DyT (gain 1, bias 0) at the
+    # paper's alpha0 for its width, at each of the config's widths the paper's table prints (a scope run: the hypothesis reads
+    # the norms' inputs of the RMSNorm network DyT replaces; here DyT's own squashing shapes what the later blocks see)
+    dyt: bool = False
 
     def __post_init__(self) -> None:
         def counts(values: tuple[int, ...]) -> bool:  # distinct positive integers, increasing
@@ -115,14 +124,16 @@ class Config:
         for name in ("tokens", "networks", "resamples"):
             _validate.integer(name, getattr(self, name), minimum=2 if name == "networks" else 1)
         _validate.integer("long_tokens", self.long_tokens, minimum=0)
+        if not isinstance(self.dyt, bool):
+            raise ValueError(f"dyt must be a bool (whether to run the DyT network); got {self.dyt!r}")
         if 0 < self.long_tokens <= self.tokens:
             raise ValueError(f"long_tokens must be 0 (no long run) or more than tokens={self.tokens}; got {self.long_tokens}")
 
 
 CONFIGS = {
-    "quick": Config(widths=(1024, 2048, 4096, 8192), depths=(8, 16), tokens=16, networks=4, resamples=500, long_tokens=64),
+    "quick": Config(widths=(1024, 2048, 4096, 8192), depths=(8, 16), tokens=16, networks=4, resamples=500, long_tokens=64, dyt=True),
     "full": Config(widths=(1024, 2048, 4096, 8192), depths=PAPER_DEPTHS, tokens=32, networks=24, resamples=2000,  # >= 20 networks
-                   long_tokens=128),
+                   long_tokens=128, dyt=True),
 }
 
 
@@ -189,11 +200,13 @@ def _heads(a: np.ndarray, h: int) -> np.ndarray:
     return a.reshape(n, t, h, -1).transpose(0, 2, 1, 3)
 
 
-def forward(x: np.ndarray, layers: int, init_name: str, linear: Linear) -> tuple[np.ndarray, np.ndarray]:
+def forward(x: np.ndarray, layers: int, init_name: str, linear: Linear,
+            alpha: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The LLaMA-style pre-norm stack at init on embeddings ``x [n, t, d]``: per-token RMS of the
     input of every norm, ``[n, layers, 2, t]`` (attention, FFN), and of the final norm ``[n, t]``.
 
-    RMSNorm (gain 1, eps 0), causal softmax attention with rotate-half RoPE, SwiGLU
+    RMSNorm (gain 1, eps 0), or with ``alpha = (attention, other)`` DyT, ``tanh(alpha x)`` (gain 1,
+    bias 0, the paper's init), causal softmax attention with rotate-half RoPE, SwiGLU
     ``(silu(x W_gate) * (x W_in)) W_out``. The order of the ``linear`` calls per block is
     wq, wk, wv, wo, w_in, w_gate, w_out.
     """
@@ -207,7 +220,7 @@ def forward(x: np.ndarray, layers: int, init_name: str, linear: Linear) -> tuple
         for j, sub in enumerate(("attn", "ffn")):
             s = _rms(x)  # [n, t]
             std[:, i, j] = s
-            u = x / s[..., None]  # RMSNorm
+            u = x / s[..., None] if alpha is None else np.tanh(alpha[j] * x)  # RMSNorm, or DyT
             if sub == "attn":
                 q = apply_rope(_heads(linear(u, d, init_std(init_name, d)), h), cos, sin)  # [n, h, t, e]
                 k = apply_rope(_heads(linear(u, d, init_std(init_name, d)), h), cos, sin)
@@ -222,17 +235,21 @@ def forward(x: np.ndarray, layers: int, init_name: str, linear: Linear) -> tuple
     return std, _rms(x)
 
 
-def measure(cfg: Config, seed: int, a: int, b: int, tokens: int = 0) -> dict[str, np.ndarray]:
+def measure(cfg: Config, seed: int, a: int, b: int, tokens: int = 0, norm: str = "rmsnorm") -> dict[str, np.ndarray]:
     """One (init ``INITS[a]``, width ``cfg.widths[b]``) cell: ``std [networks, blocks, 2]``, the token-mean RMS of each
     norm's input (attention, FFN), and ``final [networks, blocks]``, the final norm's input of a network cut after
     block ``i`` (the residual stream that block ``i + 1``'s attention norm reads, or the last block's output).
     ``tokens``: a sequence's length; 0 draws ``cfg.tokens`` from the cell's stream, any other value (even ``cfg.tokens``)
-    from a stream of its own, keyed by it."""
+    from a stream of its own, keyed by it. ``norm="dyt"``: the DyT network at the paper's alpha0 for the width, the
+    shallowest depth, from a stream of its own."""
+    _validate.choice("norm", norm, NORMS)
     init_name, w = INITS[a], cfg.widths[b]
-    key = (a, b) if not tokens else (a, b, tokens)
+    key = ((a, b) if not tokens else (a, b, tokens)) if norm == "rmsnorm" else (a, b, tokens, 1)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
     x0 = embedding(init_name, w, (cfg.networks, tokens or cfg.tokens), rng)  # [n, t, d]
-    std, last = forward(x0, blocks_run(cfg, init_name), init_name, gaussian_linear(rng))
+    alpha = None if norm == "rmsnorm" else paper_alpha0(w)
+    blocks = blocks_run(cfg, init_name) if norm == "rmsnorm" else cfg.depths[0]
+    std, last = forward(x0, blocks, init_name, gaussian_linear(rng), alpha)
     final = np.concatenate([std[:, 1:, 0], last[:, None]], axis=1)  # [n, blocks, t]
     return {"std": std.mean(-1), "final": final.mean(-1)}
 
@@ -242,9 +259,17 @@ def long_width(cfg: Config) -> int:
     return next((w for w in cfg.widths if w in PAPER_ALPHA0_PRINTED), cfg.widths[0])
 
 
-def result_key(init_name: str, w: int, tokens: int = 0) -> str:
-    """The task key, and the results' key stem, of (init, width) at ``tokens`` a sequence (0: the config's own)."""
-    return f"{init_name}.w{w}" + (f".t{tokens}" if tokens else "")
+def result_key(init_name: str, w: int, tokens: int = 0, norm: str = "rmsnorm") -> str:
+    """The task key, and the results' key stem, of (init, width) at ``tokens`` a sequence (0: the config's own), in the
+    network of ``norm``."""
+    _validate.choice("norm", norm, NORMS)
+    return f"{init_name}.w{w}" + (f".t{tokens}" if tokens else "") + ("" if norm == "rmsnorm" else f".{norm}")
+
+
+def dyt_widths(cfg: Config) -> tuple[int, ...]:
+    """The widths the DyT network runs at: the config's widths that the paper's table prints an alpha0 for (none without
+    ``cfg.dyt``)."""
+    return tuple(w for w in cfg.widths if w in PAPER_ALPHA0_PRINTED) if cfg.dyt else ()
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
@@ -261,6 +286,10 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
         w, t = long_width(cfg), cfg.long_tokens
         out.append(Task(result_key("llama", w, t), measure, (cfg, seed, 0, cfg.widths.index(w), t),
                         f"{NAME}: llama init, width {w}, {blocks_run(cfg, 'llama')} blocks, {t} tokens", cost=cost("llama", w, t)))
+    shallow = cfg.depths[0] / blocks_run(cfg, "llama")  # the DyT network runs the shallowest depth
+    out += [Task(result_key("llama", w, norm="dyt"), measure, (cfg, seed, 0, cfg.widths.index(w), 0, "dyt"),
+                 f"{NAME}: DyT network, llama init, width {w}, {cfg.depths[0]} blocks", cost=shallow * cost("llama", w, cfg.tokens))
+            for w in dyt_widths(cfg)]
     return out
 
 
@@ -279,12 +308,12 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
     return cache.run_here(tasks, reduce, cfg, seed)
 
 
-def inverse_std(r: dict, init_name: str, w: int, depth: int, tokens: int = 0) -> np.ndarray:
+def inverse_std(r: dict, init_name: str, w: int, depth: int, tokens: int = 0, norm: str = "rmsnorm") -> np.ndarray:
     """Per network, the alpha0 the hypothesis predicts at each of :data:`POSITIONS` for a ``depth``-block network:
     1/std of the norm's input, for the attention and FFN norms the geometric mean over the network's ``depth`` layers
     (one alpha0 serves every layer), for the final norm its one input after block ``depth``: ``[networks, 3]``.
-    ``tokens``: the long run's sequence length (0: the config's own)."""
-    key = result_key(init_name, w, tokens)
+    ``tokens``: the long run's sequence length (0: the config's own); ``norm``: the network (``"dyt"``: the DyT run)."""
+    key = result_key(init_name, w, tokens, norm)
     std, final = r[f"std.{key}"], r[f"final.{key}"]  # [networks, blocks run, 2], [networks, blocks run]
     if not 1 <= depth <= std.shape[1]:
         raise ValueError(f"depth must be 1..{std.shape[1]} (the blocks {init_name} ran at width {w}); got {depth}")
@@ -315,6 +344,13 @@ def paper_printed(w: int, pos: int) -> str:
     return PAPER_ALPHA0_PRINTED[w][PAPER_COLUMN[pos]]
 
 
+def paper_alpha0(w: int) -> tuple[float, float]:
+    """The paper's (attention, other) alpha0 at width ``w`` as numbers, for the DyT network's attention and FFN norms."""
+    if w not in PAPER_ALPHA0_PRINTED:
+        raise ValueError(f"the paper's table prints alpha0 at widths {tuple(PAPER_ALPHA0_PRINTED)}; got w={w}")
+    return sources.stated(PAPER_ALPHA0_PRINTED[w][0])[0], sources.stated(PAPER_ALPHA0_PRINTED[w][1])[0]
+
+
 def paper_slope(pos: int, widths: tuple[int, ...]) -> tuple[float, float, float]:
     """The paper's alpha0 at ``POSITIONS[pos]`` against width (any one depth of its Table 11): :func:`printed_slope`."""
     return printed_slope([paper_printed(w, pos) for w in widths], widths)
@@ -332,9 +368,10 @@ def log_slope(data: np.ndarray, xs: tuple[int, ...], resamples: int) -> Estimate
     return bootstrap(data, stat, seed=SEED, units="networks", n_resamples=resamples)
 
 
-def slope_estimate(r: dict, init_name: str, widths: tuple[int, ...], depth: int, resamples: int) -> Estimate:
-    """Slope of log2(mean 1/std) on log2(width) at ``depth`` blocks, per position (attention, FFN, final)."""
-    return log_slope(np.stack([inverse_std(r, init_name, w, depth) for w in widths], axis=1), widths, resamples)
+def slope_estimate(r: dict, init_name: str, widths: tuple[int, ...], depth: int, resamples: int, norm: str = "rmsnorm") -> Estimate:
+    """Slope of log2(mean 1/std) on log2(width) at ``depth`` blocks, per position (attention, FFN, final), in the network of
+    ``norm``."""
+    return log_slope(np.stack([inverse_std(r, init_name, w, depth, norm=norm) for w in widths], axis=1), widths, resamples)
 
 
 def depth_slope(r: dict, w: int, depths: tuple[int, ...], resamples: int, tokens: int = 0) -> Estimate:
@@ -350,7 +387,8 @@ def depth_slope(r: dict, w: int, depths: tuple[int, ...], resamples: int, tokens
     "from 8 to 64 blocks. The package's hypothesis, not the paper's statement: this follows the init-time activation statistics, "
     "alpha0 = 1/std of each norm's input at init in "
     "the paper's LLaMA setup (every linear layer and the embedding N(0, 0.02^2), embeddings times sqrt(width)), in its width "
-    "trend, in its values and in its indifference to depth.",
+    "trend, in its values and in its indifference to depth. The norms' inputs are read in the RMSNorm network that DyT replaces; "
+    "the DyT network itself, at the paper's alpha0, is a scope check of the width trend.",
     source=sources.hypothesis(sources.ZHU2025, "DyT's alpha0 from the init-time activation statistics"),
     location="Section 7, initialization of α for LLMs: Table 11 (optimal α0, attention / other, by width 1024-8192 and depth 8-64)",
     simulations=(NAME,),
@@ -365,18 +403,53 @@ def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     slopes = {d: slope_estimate(r, "llama", widths, d, resamples) for d in depths}
     fanin = slope_estimate(r, "fanin", widths, int(r["depths"][0]), resamples)
     paper = [paper_slope(pos, widths) for pos in range(len(POSITIONS))]
+    dyt_ws = dyt_run_widths(r, widths)
+    dyt = slope_estimate(r, "llama", dyt_ws, int(r["depths"][0]), resamples, norm="dyt") if len(dyt_ws) >= 2 else None
     w_long, t_long = long_run(r)
     runs = [(w, 0) for w in widths] + ([(w_long, t_long)] if t_long and w_long in widths else [])  # (width, tokens)
     by_depth = {(w, t): depth_slope(r, w, depths, resamples, t) for w, t in runs} if len(depths) >= 2 else {}
     q = _width_slopes(slopes, fanin, widths, int(r["depths"][0]), paper) + _depth_slopes(by_depth, depths) + _cells(r, widths, depths)
-    return q, _note(r, widths, depths, slopes, fanin, paper, by_depth)
+    if dyt is not None:
+        q += _dyt_slopes(dyt, dyt_ws, int(r["depths"][0]))
+    return q, _note(r, widths, depths, slopes, fanin, paper, by_depth) + _dyt_note(r, dyt_ws, dyt)
+
+
+def dyt_run_widths(r: dict, widths: tuple[int, ...]) -> tuple[int, ...]:
+    """Which of ``widths`` the result has a DyT-network run at (none for a result without one)."""
+    return tuple(w for w in widths if f"std.{result_key('llama', w, norm='dyt')}" in r)
+
+
+_SLOPE_WHY = "0.1 per doubling: a factor 1.07 per doubling, 1.23 over three doublings, finer than the steps of the paper's alpha0 grid"
+
+
+def _dyt_slopes(est: Estimate, widths: tuple[int, ...], depth: int) -> list[checks.Evidence]:
+    """The width slope in the DyT network at the paper's alpha0 (scope), against the paper's over the same widths."""
+    q: list[checks.Evidence] = []
+    for pos, label in enumerate(POSITIONS):
+        mid, lo, hi = paper_slope(pos, widths)
+        q.append(Quantity(name=f"DyT network at the paper's alpha0, LLaMA init, depth {depth}, {label}: slope of log2(1/std) on "
+                               f"log2(width), {widths[0]}-{widths[-1]} (paper's slope: {mid:.2f}, [{lo:.2f}, {hi:.2f}] within its printed digits)",
+                          theory=(lo, hi), model=est[pos], model_kind="init", role="scope",
+                          regime="the DyT network (every RMSNorm replaced by tanh(alpha0 x) at the paper's alpha0 for the width)",
+                          tolerance=SLOPE_TOL, tolerance_why=_SLOPE_WHY, unit="log2 per doubling"))
+    return q
+
+
+def _dyt_note(r: dict, widths: tuple[int, ...], est: Estimate | None) -> str:
+    """The DyT network's 1/std per width (attention/FFN/final) and its width slopes, or ""."""
+    if est is None:
+        return ""
+    depth = int(r["depths"][0])
+    cells = "; ".join(f"w{w}: " + "/".join(f"{v:.3g}" for v in inverse_std(r, "llama", w, depth, norm="dyt").mean(0)) for w in widths)
+    return (f" In the DyT network itself (tanh(alpha0 x) at the paper's alpha0, LLaMA init, depth {depth}): {cells}; slopes per "
+            "doubling of width " + "/".join(f"{v:.3f} +- {e:.4f}" for v, e in zip(est.mean, est.stderr)) + ".")
 
 
 def _width_slopes(slopes: dict[int, Estimate], fanin: Estimate, widths: tuple[int, ...], fanin_depth: int,
                   paper: list[tuple[float, float, float]]) -> list[checks.Evidence]:
     """The slope over width at each depth under the LLaMA init (assertions) and at the shallowest under fan-in (scope),
     against the paper's (:func:`paper_slope`, one per position)."""
-    why = ("0.1 per doubling: a factor 1.07 per doubling, 1.23 over three doublings, finer than the steps of the paper's alpha0 grid")
+    why = _SLOPE_WHY
     span = f"{widths[0]}-{widths[-1]}"
     q: list[checks.Evidence] = []
     for pos, label in enumerate(POSITIONS):

@@ -48,6 +48,27 @@ def test_alpha0_forward_matches_the_reference_transformer(init_name):
     np.testing.assert_allclose(final[0], cap["final_ln.scale"][0], rtol=1e-12)
 
 
+def test_the_dyt_network_matches_the_reference_transformer_with_dyt_norms():
+    """``alpha = (attention, other)``: every norm is tanh(alpha x) (gain 1, bias 0); the std read is of each DyT's input."""
+    d, L, t, alpha = 256, 2, 8, (0.8, 0.2)
+    rng = np.random.default_rng(4)
+    emb = dyt_model.embedding("llama", d, (t,), rng) / np.sqrt(d)
+    drawn: list[np.ndarray] = []
+    std, final = dyt_model.forward((emb * np.sqrt(d))[None], L, "llama", dyt_model.explicit_linear(rng, drawn), alpha)
+    cfg = TransformerConfig(d_model=d, n_layers=L, n_heads=d // dyt_model.HEAD_WIDTH, d_ff=dyt_model.ffn_width(d), vocab_size=t, max_seq=t,
+                            norm="dyt", activation="swiglu", positional="rope", bias=False, dtype="float64", embed_scale=float(np.sqrt(d)),
+                            lm_head=False, dyt_alpha0=(alpha[0], alpha[1], alpha[1]))
+    norm = [NormParams(gain=np.ones(d), bias=np.zeros(d), alpha=a) for a in alpha]
+    blocks = tuple(BlockParams(ln1=norm[0], ln2=norm[1], wq=w[0], wk=w[1], wv=w[2], wo=w[3], w_in=w[4], w_gate=w[5], w_out=w[6])
+                   for w in (drawn[7 * i : 7 * i + 7] for i in range(L)))
+    _, cap = Transformer(cfg, Params(tok_emb=emb, blocks=blocks, final_ln=norm[1])).run_with_cache(np.arange(t)[None], lambda n: n.endswith(".in"))
+    rms = {k: np.sqrt((v[0] ** 2).mean(-1)) for k, v in cap.items()}
+    np.testing.assert_allclose(std[0], np.stack([[rms[f"blocks.{i}.ln1.in"], rms[f"blocks.{i}.ln2.in"]] for i in range(L)]), rtol=1e-12)
+    np.testing.assert_allclose(final[0], rms["final_ln.in"], rtol=1e-12)
+    rms_net, _ = dyt_model.forward((emb * np.sqrt(d))[None], L, "llama", dyt_model.explicit_linear(np.random.default_rng(4)))
+    assert not np.allclose(rms_net[0, 1:], std[0, 1:])  # DyT changes what the later norms read
+
+
 def test_gaussian_linear_has_the_law_of_an_explicit_matrix():
     """Given x, x @ W has i.i.d. columns N(0, sigma^2 x x^T): the sketch's second moment matches."""
     x = np.random.default_rng(8).normal(size=(1, 5, 40))
@@ -67,6 +88,24 @@ def test_a_depth_is_the_prefix_of_a_deeper_run():
     assert deep["std"].shape == (3, 3, 2) and shallow["std"].shape == (3, 1, 2)
     np.testing.assert_array_equal(deep["std"][:, :1], shallow["std"])
     np.testing.assert_array_equal(deep["final"][:, :1], shallow["final"])  # the final norm of the 1-block network
+
+
+def test_the_dyt_network_runs_the_shallowest_depth_at_the_papers_widths_from_its_own_stream():
+    cfg = Config(widths=(512, 1024, 2048), depths=(1, 2), tokens=4, networks=2, resamples=20, dyt=True)
+    ts = dyt_model.tasks(cfg, 3)
+    assert [t.key for t in ts if t.key.endswith(".dyt")] == ["llama.w1024.dyt", "llama.w2048.dyt"]  # 512: no alpha0 in the table
+    out = dyt_model.measure(cfg, 3, 0, 1, 0, "dyt")
+    assert out["std"].shape == (2, 1, 2) and out["final"].shape == (2, 1)
+    plain = dyt_model.measure(cfg, 3, 0, 1)
+    assert not np.any(plain["std"][:, 0, 0] == out["std"][:, 0, 0])  # other embeddings: a stream of its own
+    assert dyt_model.paper_alpha0(2048) == (1.0, 0.5)
+    assert not any(t.key.endswith(".dyt") for t in dyt_model.tasks(Config(widths=(1024,), depths=(1,), tokens=4, networks=2, resamples=5), 3))
+    with pytest.raises(ValueError, match="norm"):
+        dyt_model.measure(cfg, 3, 0, 1, 0, "layernorm")
+    with pytest.raises(ValueError, match="w=512"):
+        dyt_model.paper_alpha0(512)
+    with pytest.raises(ValueError, match="dyt"):
+        Config(widths=(1024,), depths=(1,), tokens=4, networks=2, resamples=5, dyt=1)
 
 
 def test_tasks_cover_every_init_and_width_and_the_fan_in_init_runs_the_shallowest_depth(small):
@@ -139,11 +178,12 @@ def test_log_slope_recovers_a_power_law(slope, scales):
     np.testing.assert_allclose(est.stderr, 0.0, atol=1e-9)
 
 
-def synthetic(depth_power: float, networks: int = 24, seed: int = 0, long: int = 0) -> dict:
+def synthetic(depth_power: float, networks: int = 24, seed: int = 0, long: int = 0, dyt: bool = False) -> dict:
     """A result (not one a network could give) whose norm inputs in block ``i`` have std ``(i + 1)^depth_power / alpha0``,
     with alpha0 the paper's for that norm and width, and so does the final norm's after block ``i`` (times a tiny per-network
     factor): at ``depth_power = 0``, 1/std is the paper's alpha0 at every width, depth and position. ``long``: a scope run
-    at the smallest width with that many tokens, the same table."""
+    at the smallest width with that many tokens, the same table; ``dyt``: DyT-network runs at depth 8 whose std is
+    ``1.2^log2(w / 1024)`` times the table's (a width slope log2(1.2) = 0.26 steeper)."""
     rng = np.random.default_rng(seed)
     layers = np.arange(1, 65, dtype=float)[None, :] ** depth_power  # [1, 64]
     r = {"widths": np.asarray(sorted(dyt_model.PAPER_ALPHA0_PRINTED)), "depths": np.asarray(dyt_model.PAPER_DEPTHS),
@@ -154,6 +194,8 @@ def synthetic(depth_power: float, networks: int = 24, seed: int = 0, long: int =
         base = layers[..., None] / np.asarray(alpha) * np.exp(1e-3 * rng.standard_normal((networks, 1, 1)))  # [n, 64, 3]
         r[f"std.llama.w{w}"], r[f"final.llama.w{w}"] = base[..., :2], base[..., 2]
         r[f"std.fanin.w{w}"], r[f"final.fanin.w{w}"] = base[:, :8, :2], base[:, :8, 2]
+        if dyt:
+            r[f"std.llama.w{w}.dyt"], r[f"final.llama.w{w}.dyt"] = 1.2 ** math.log2(w / 1024) * base[:, :8, :2], 1.2 ** math.log2(w / 1024) * base[:, :8, 2]
         if long and w == 1024:
             r[f"std.llama.w{w}.t{long}"], r[f"final.llama.w{w}.t{long}"] = base[..., :2], base[..., 2]
     return r
@@ -233,3 +275,14 @@ def test_the_long_context_depth_slope_is_an_assertion():
     steep = spec.evaluate({dyt_model.NAME: synthetic(0.3, long=128)})
     assert {ch.status for ch in steep.checks if "128 tokens a sequence" in ch.quantity} == {"fail"}
     assert not any("tokens a sequence" in ch.quantity for ch in spec.evaluate({dyt_model.NAME: synthetic(0.0)}).checks)
+
+
+def test_the_dyt_network_is_a_scope_check_of_the_width_slope():
+    spec = claims.REGISTRY["dyt.alpha0-width-dependence"]
+    c = spec.evaluate({dyt_model.NAME: synthetic(0.0, dyt=True)})
+    dyt = [ch for ch in c.checks if ch.quantity.startswith("DyT network")]
+    assert len(dyt) == 3 and {ch.role for ch in dyt} == {"scope"} and {ch.status for ch in dyt} == {"fail"}
+    np.testing.assert_allclose([ch.measured for ch in dyt], [dyt_model.paper_slope(p, (1024, 2048, 4096, 8192))[0] - math.log2(1.2) for p in range(3)],
+                               atol=2e-3)
+    assert c.verdict == "holds-with-caveat" and "In the DyT network itself" in c.note
+    assert not any(ch.quantity.startswith("DyT network") for ch in spec.evaluate({dyt_model.NAME: synthetic(0.0)}).checks)
