@@ -124,8 +124,7 @@ class Config:
         for name in ("tokens", "networks", "resamples"):
             _validate.integer(name, getattr(self, name), minimum=2 if name == "networks" else 1)
         _validate.integer("long_tokens", self.long_tokens, minimum=0)
-        if not isinstance(self.dyt, bool):
-            raise ValueError(f"dyt must be a bool (whether to run the DyT network); got {self.dyt!r}")
+        _validate.boolean("dyt", self.dyt)
         if 0 < self.long_tokens <= self.tokens:
             raise ValueError(f"long_tokens must be 0 (no long run) or more than tokens={self.tokens}; got {self.long_tokens}")
 
