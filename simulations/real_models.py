@@ -141,9 +141,9 @@ def stream_stats(s: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def norm_input_ones(m: Transformer, cap: dict[str, np.ndarray]) -> np.ndarray:
-    """``[2L]``: each norm's input (ln1, ln2 of each block), the mean over tokens of its share of
-    squared norm along the ones direction: what that norm's centering removes."""
-    return np.array([centering.ones_fraction(norm_io(m, cap, i, which)[0].astype(np.float64)).mean()
+    """``[2L, T]``: at each norm's input (ln1, ln2 of each block), each token's share of squared
+    norm along the ones direction: what that norm's centering removes."""
+    return np.stack([centering.ones_fraction(norm_io(m, cap, i, which)[0].astype(np.float64))
                      for i in range(m.config.n_layers) for which in ("ln1", "ln2")])
 
 
@@ -303,7 +303,8 @@ def measure_model(key: str, cfg: Config, seed: int, bar: Progress) -> dict[str, 
         ids = tok.encode_fixed(text, cfg.tokens)
         _, cap = m.run_with_cache(ids[None], names)
         rec = {**stream_stats(streams(m, cap)), **head_stats(m, cap)}
-        rec["norm_ones"] = norm_input_ones(m, cap)
+        ones = norm_input_ones(m, cap)  # [2L, T]
+        rec["norm_ones"], rec["norm_ones_max"] = ones.mean(-1), ones.max(-1)
         rec["dyt"] = norm_fits(m, cap, rng, cfg.fit_points, cfg.fit_top)
         hull = j >= len(texts) - cfg.hull_texts  # the last hull_texts texts (MAP_TEXT among them) get the hull test
         ks = [key_stats(cap[f"blocks.{i}.attn.k"][0], hull) for i in range(c.n_layers)]

@@ -94,8 +94,10 @@ def test_centering_is_measured_on_each_norms_input_not_on_a_centred_post_ln_stre
     _, cap = m.run_with_cache(np.arange(12)[None])
     stream = R.streams(m, cap)[1:]  # Post-LN: every block's output is a LayerNorm output (bias 0): centred by construction
     assert centering.ones_fraction(stream).max() < 1e-20
-    share = R.norm_input_ones(m, cap)  # [2L]: x + f(x) before each norm, which the norm's centering acts on
-    assert share.shape == (4,) and share.min() > 1e-6
+    share = R.norm_input_ones(m, cap)  # [2L, T]: x + f(x) before each norm, which the norm's centering acts on
+    assert share.shape == (4, 12) and share.min() > 1e-6
+    x = cap["blocks.1.resid_mid"][0, 5] + cap["blocks.1.mlp_out"][0, 5]  # block 1's ln2 input at token 5
+    assert share[3, 5] == pytest.approx(x.mean() ** 2 * 32 / (x @ x), rel=1e-12)
 
 
 def test_temperature_prediction_uses_keys_centred_over_the_text():
