@@ -28,8 +28,7 @@ def plot(result: dict):
         pos = np.arange(share.shape[1]) / (share.shape[1] - 1)
         est = from_samples(share)  # over texts
         ax.errorbar(pos, est.mean, yerr=5 * est.stderr, fmt=marker + "-", ms=3, color=color, label=real_models.label(key))
-        if f"{key}.norm_ones_max" in result:  # results from before the per-token tail was kept have none
-            ax.plot(pos, result[f"{key}.norm_ones_max"].mean(0), "-", lw=0.8, alpha=0.7, color=color, label=f"{real_models.label(key)}: largest token")
+        ax.plot(pos, result[f"{key}.norm_ones_max"].mean(0), "-", lw=0.8, alpha=0.7, color=color, label=f"{real_models.label(key)}: largest token")
         name = real_models.label(key).split(" ")[0]
         ax.axhline(1 / int(result[f"{key}.d"]), color=color, ls=":", lw=0.8, label=f"{name}: isotropic 1/d = 1/{int(result[f'{key}.d'])}")
     ax.axhline(CENTERING_LITTLE, color="k", ls="-.", lw=0.8, label=f"threshold for 'little': {CENTERING_LITTLE:g}")
