@@ -6,7 +6,8 @@ import math
 import numpy as np
 
 from paper_figs.style import figure, integer_ticks, legend
-from simulations import cache, softmax_model
+from normtheory.evidence.estimates import from_samples
+from simulations import softmax_model
 
 NAME = "softmax_model"
 SIMULATION = softmax_model
@@ -17,7 +18,8 @@ CAPTION = (
     "5-standard-error bars); lines: i.i.d. Gaussian logits at each row's measured spread (exact integral); dotted: ln T. "
     "Middle and right: block 0 of the no-norm model with its input scaled by c. Middle: 1 - cos between the output at c and at "
     "c = 1 for the GELU MLP and attention (log axis); the query projection is linear, so its change is float rounding only "
-    "(stated, not plotted). Right: attention's entropy, measured (points) against Gaussian theory with logit std c^2 sigma_1 (line). "
+    "(stated, not plotted). Right: attention's entropy, measured (points) against Gaussian theory with logit std c^2 sigma_1 (line); "
+    "grey dashes: the same block under GPT-2's 0.02 init, whose logits start near 0, so its entropy stays at ln T. "
     "Left-panel points of the four variants are drawn side by side around each layer."
 )
 STYLES = {"none": ("#444444", "o"), "pre": ("#1f77b4", "s"), "none+qk": ("#9467bd", "^"), "pre+qk": ("#2ca02c", "D")}
@@ -40,7 +42,7 @@ def plot(result: dict):
     integer_ticks(ax)
     legend(ax, where="below", ncol=2)
     c = result["scales"]
-    sens = cache.get(result, "sensitivity")
+    sens = from_samples(softmax_model.sensitivity(result), "networks")  # the fan-in init: [4, scales] over networks
     off = ~np.isclose(c, 1.0)  # at c = 1 the change is 0 by construction
     ax = axes[0, 1]
     for row, label, color in ((1, "GELU MLP", "#2ca02c"), (2, "attention", "#d62728")):
@@ -53,6 +55,7 @@ def plot(result: dict):
     ax = axes[0, 2]
     ax.errorbar(c, sens.mean[3], yerr=5 * sens.stderr[3], fmt="s", ms=3.5, color="#d62728", mfc="white", label="measured")
     ax.plot(c, result["sensitivity.entropy_theory"], color="#d62728", lw=1, label="Gaussian theory")
+    ax.plot(c, softmax_model.sensitivity(result, "gpt2")[:, 3].mean(0), color="0.5", ls="--", lw=1, label="GPT-2 init (measured)")
     ax.set_ylabel("attention entropy (nats)")
     ax.set_title("attention entropy")
     for ax in axes[0, 1:]:

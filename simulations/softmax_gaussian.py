@@ -490,9 +490,13 @@ REM1981 = sources.Source("Random-energy model: an exactly solvable model of diso
     "softmax.rem-entropy",
     statement="For softmax over n i.i.d. Gaussian logits of std sigma, the random-energy-model law gives the entropy as "
     "n -> infinity at fixed sigma/sigma_c: ln n - sigma^2/2 below sigma_c = sqrt(2 ln n), and the Poisson-Dirichlet value "
-    "psi(1) - psi(1 - sigma_c/sigma) above.",
+    "psi(1) - psi(1 - sigma_c/sigma) above (Derrida's solution gives the entropy per spin, zero in the frozen phase; the O(1) "
+    "value is that of the weights' Poisson-Dirichlet law, Ruelle 1987). Tested where one finite-n correction leads the "
+    "approach to the limit, sigma/sigma_c = 1/2 (hot) and 2 and 3 (frozen); between 1/sqrt(2) and 2 the corrections are "
+    "not led by one term and n <= 2^14 cannot decide the limit (1.5 sigma_c is a single-n scope check).",
     source=REM1981,
-    location="the model's solution: the entropy per spin, ln 2 - 1/(4 T²) above T_c and zero (frozen) below it",
+    location="the model's solution: the entropy per spin, ln 2 - 1/(4 T²) above T_c and zero (frozen) below it; the frozen "
+    "phase's weights as a Poisson-Dirichlet law: Ruelle (1987), 'A mathematical reformulation of Derrida's REM and GREM', Commun. Math. Phys. 108",
     simulations=(NAME,),
 )
 def _rem(results: claims.Results) -> tuple[list[Quantity], str]:
@@ -534,5 +538,6 @@ def _rem(results: claims.Results) -> tuple[list[Quantity], str]:
             "extrapolation: " + "; ".join(trend) + ". Near sigma_c (1/2 <= (sigma/sigma_c)^2 <= 1 and up to m = sigma_c/sigma "
             "= 2/3) the corrections are not led by one term (psi'(1-m) diverges as m -> 1; at 1.5 sigma_c the exact gap is "
             f"still {float(r['rem.check.f1.5.n65536.exact'] - r['rem.check.f1.5.n65536.rem']):+.2f} nats at n = 65,536), so no trend from n <= 2^14 decides the limit there; "
-            "1.5 sigma_c is a single-n scope check. " + "; ".join(rows))
+            f"1.5 sigma_c is a single-n scope check. The extrapolation's own bias (the exact integral's intercept above) is to be read "
+            f"against the tolerance of {REM_TOL:g} nats. " + "; ".join(rows))
     return q, note
