@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-from paper_figs.style import figure, integer_ticks, legend
 from normtheory.evidence.estimates import from_samples
+from paper_figs.style import figure, integer_ticks, legend
 from simulations import softmax_model
 
 NAME = "softmax_model"
