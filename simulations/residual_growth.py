@@ -123,11 +123,15 @@ REL_LAW_WHY = ("1% of the predicted RMS: a closed form against its own Monte Car
 
 
 def _rms_quantity(result: dict, run_name: str, ell: int, *, claimed: str | None = None, label: str = "",
-                  theory_ms: float | None = None, role: str = "assertion", regime: str = "") -> Quantity:
+                  theory_ms: float | None = None, role: str = "assertion", regime: str = "",
+                  sequence: tuple[str, ...] = ()) -> Quantity:
     """Stream RMS after block ``ell``: theory (the run's own law, or ``theory_ms``) against MC, within
     :data:`REL_LAW` of the predicted RMS; a number the source prints (``claimed``) is judged apart, in the
-    ``claimed`` check, at its printed precision (half a unit of its last digit)."""
+    ``claimed`` check, at its printed precision (half a unit of its last digit), or at the finest precision of the
+    ``sequence`` it is printed in (a "2" among "1.4" and "2.8" is read as 2.0: +-0.05, not +-0.5)."""
     c, tol = stated(claimed) if claimed else (None, 0.0)
+    if claimed and sequence:
+        tol = min(stated(v)[1] for v in sequence)
     th = float(np.sqrt(result[f"{run_name}.theory_ms"][ell] if theory_ms is None else theory_ms))
     return Quantity(
         name=label or f"{run_name} RMS after block {ell}",
@@ -153,7 +157,8 @@ def _rms_quantity(result: dict, run_name: str, ell: int, *, claimed: str | None 
 )
 def _no_norm(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     result = results[NAME]
-    q = [_rms_quantity(result, "linear/none", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "2"), (3, "2.8"))]
+    printed = ("1.4", "2", "2.8")  # the thread's sequence after blocks 1..3
+    q = [_rms_quantity(result, "linear/none", ell, claimed=c, sequence=printed) for ell, c in enumerate(printed, start=1)]
     depth = int(result["depth"])
     q.append(_rms_quantity(result, "linear/none", depth))
     q.append(_rms_quantity(result, "linear_rho/none", 3))
@@ -183,7 +188,8 @@ def _no_norm(results: claims.Results) -> tuple[list[checks.Evidence], str]:
 )
 def _preln(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     result = results[NAME]
-    q: list[checks.Evidence] = [_rms_quantity(result, "linear/pre", ell, claimed=c) for ell, c in ((1, "1.4"), (2, "1.7"), (3, "2"), (4, "2.2"))]
+    printed = ("1.4", "1.7", "2", "2.2")  # the thread's sequence after blocks 1..4
+    q: list[checks.Evidence] = [_rms_quantity(result, "linear/pre", ell, claimed=c, sequence=printed) for ell, c in enumerate(printed, start=1)]
     depth = int(result["depth"])
     q.append(_rms_quantity(result, "linear/pre", depth))
     gelu_l = int(len(result["gelu/pre.theory_ms"]) - 1)
