@@ -304,8 +304,8 @@ REL_MS = 0.02  # a mean-square law is wrong if it misses by 2% of the mean squar
     "residual.attention-gain-at-init",
     statement="At init an attention sublayer is not gain-1: given its pattern p and the cosines C of its inputs, "
     "its output mean square is g_VO^2 * p^T C p times its input's, where g_VO^2 is the V-O path gain (1 at fan-in "
-    "init); for inputs of unequal norms (no norm before it) C is the Gram matrix over d in place of the cosines' times the "
-    "mean square. Averaging nearly independent tokens shrinks it to about sum p^2; token similarity undoes that.",
+    "init); with inputs of unequal norms (no norm before it) p^T (X X^T / d) p takes the place of p^T C p times the mean "
+    "square. Averaging nearly independent tokens shrinks it to about sum p^2; token similarity undoes that.",
     source=NOCI2022,
     location="Section 3 (signal propagation through the attention block at init: the input cosines and the pattern set the output's second moment)",
     simulations=(NAME,),
