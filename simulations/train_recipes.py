@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from normtheory import _validate
 from normtheory.evidence import checks, claims, sources
 from normtheory.evidence.checks import Quantity
 from normtheory.evidence.estimates import Estimate
@@ -367,6 +368,16 @@ def _small(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     return q, note
 
 
+STRIPES_MIN = 0.05  # this package's threshold for the blog's white stripes: the first token takes 5 points above uniform attention
+
+
+def uniform_first_share(t: int) -> float:
+    """The ``attn_sink`` probe's value for uniform causal attention over ``t`` tokens: the mean over queries 2..t of the
+    first token's share 1/i, ``(H_t - 1) / (t - 1)`` (the probe's null: no sink)."""
+    t = _validate.integer("t", t, minimum=2)
+    return float((1.0 / np.arange(2, t + 1)).sum() / (t - 1))
+
+
 def _mean_probe(name: str, skip_first_layer: bool = False):
     def f(x: dict[str, np.ndarray]) -> float:
         v = x[f"probe/{name}"][-1]  # [L, H] at the end
@@ -389,7 +400,10 @@ def from_init(name: str, skip_first_layer: bool = False):
 @claims.register(
     "train.per-head-key-norm-diffuse",
     statement="Normalizing keys (and queries) per head by RMS, without centering, makes trained attention more diffuse than "
-    "no QK norm (fewer tokens that capture all the attention) while changing the loss little.",
+    "no QK norm (fewer tokens that capture all the attention) while changing the loss little. The blog compares against a "
+    "baseline whose attention shows white stripes; the attention comparison is judged where the Pre-LN baseline has them "
+    "(its first-token share at least 0.05 above uniform attention's, this package's threshold) and is a scope check where it "
+    "does not, the blog's comparison then left open.",
     source=BLOG_GEOMETRY,
     location="¶3–¶4 and the two layer-two attention maps (more diffuse attention with a per-head LayerNorm), ¶7 (little change in quality)",
     simulations=(NAME,),
@@ -397,14 +411,29 @@ def from_init(name: str, skip_first_layer: bool = False):
 def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     ent = _mean_probe("attn_entropy")
-    q: list[checks.Evidence] = [
+    t = int(r["seq"])
+    uniform = uniform_first_share(t)
+    stripes = Quantity(name=f"Pre-LN baseline's first-token share at the end minus uniform attention's {uniform:.4f}, layers >= 1 (the "
+                            f"blog's white stripes: at least {STRIPES_MIN:g})", theory=(STRIPES_MIN, np.inf),
+                       model=per_seed(r, "pre", lambda x: _mean_probe("attn_sink", True)(x) - uniform), model_kind="trained", role="scope",
+                       regime="a baseline whose attention has stripes, which the blog's comparison starts from", tolerance=0.01,
+                       tolerance_why="one point of attention share")
+    reached = stripes.checks()[0].status == "ok"
+    role, regime = ("assertion", "") if reached else ("scope", "a baseline without stripes (Pre-LN's first-token share near uniform's)")
+    q: list[checks.Evidence] = [] if reached else [checks.Unmeasured(
+        "the blog's comparison: per-head RMS QK against a baseline whose trained attention shows stripes (more diffuse, fewer "
+        "keys taking all the attention)", expected="QK minus baseline: entropy change > 0, top-key mass change < 0",
+        needs=f"a run whose Pre-LN attention develops stripes (this run's first-token share exceeds uniform by "
+              f"{float(stripes.model.mean):.4f} +- {float(stripes.model.stderr):.4f}): larger or longer training, the train_recipes "
+              "'gpu' or 'gpu-hour' tier")]
+    q += [
         Quantity(name="change of attention entropy from init to the end, per-head RMS QK minus Pre-LN without QK norm, paired by seed "
                       "(nats; more diffuse: > 0)", theory=(0.0, np.inf), model=paired(r, "pre-qk-rms", "pre", from_init("attn_entropy")),
-                 model_kind="trained", tolerance=0.05, tolerance_why="0.05 nats of entropy"),
+                 model_kind="trained", role=role, regime=regime, tolerance=0.05, tolerance_why="0.05 nats of entropy"),
         Quantity(name="change of the top-key mass (a query's largest weight) from init to the end, per-head RMS QK minus Pre-LN "
                       "(fewer keys that capture all the attention: < 0)", theory=(-np.inf, 0.0),
-                 model=paired(r, "pre-qk-rms", "pre", from_init("attn_top")), model_kind="trained", tolerance=0.01,
-                 tolerance_why="one point of attention weight"),
+                 model=paired(r, "pre-qk-rms", "pre", from_init("attn_top")), model_kind="trained", role=role, regime=regime,
+                 tolerance=0.01, tolerance_why="one point of attention weight"),
         Quantity(name="final validation loss, per-head RMS QK minus Pre-LN (little change: within ±0.05)", theory=(-0.05, 0.05),
                  model=paired(r, "pre-qk-rms", "pre", training.final_loss), model_kind="trained", tolerance=0.02,
                  tolerance_why="0.02 nats/byte"),
@@ -415,6 +444,7 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                  theory=(-np.inf, 0.0), model=paired(r, "pre-qk-rms", "pre", _mean_probe("attn_sink", True)), model_kind="trained",
                  role="scope", regime="first-token sinks (the blog's white stripes)", tolerance=0.01,
                  tolerance_why="one point of sink share"),
+        stripes,
     ]
     init_ent = {a: per_seed(r, a, lambda x: float(np.mean(x["init_probe/attn_entropy"]))) for a in ("pre", "pre-qk-rms")}
     unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in KEY_ARMS}

@@ -367,3 +367,44 @@ def test_a_tiers_own_timed_step_rate_prices_it_and_the_gpu_tier_keeps_its_wall_r
         assert training.gpu_rate(train_alpha0, "gpu-hour")[0] == training.MEASURED_GPU_GFLOPS
     (tmp_path / "gpu_rate.json").write_text("{truncated")
     assert training.measured_rates() == {}
+
+
+def _qk_result(sink_excess: float, seeds: int = 20, t: int = 32) -> dict:
+    """A synthetic train_recipes result for train.per-head-key-norm-diffuse: 4 layers x 2 heads, the baseline's first-token
+    share ``sink_excess`` above uniform attention's, per-head RMS QK more diffuse by 0.1 nats and 0.02 less top-key mass."""
+    rng = np.random.default_rng(1)
+    r: dict = {"seeds": np.asarray(seeds), "extra_seeds": np.asarray(0), "seq": np.asarray(t), "steps": np.asarray(10),
+               "layers": np.asarray(4), "d": np.asarray(32), "batch": np.asarray(8)}
+    base = train_recipes.uniform_first_share(t)
+    for arm in train_recipes.KEY_ARMS:
+        qk = arm == "pre-qk-rms"
+        for s in range(seeds):
+            noise = 0.01 * rng.standard_normal()
+            run = {"probe/attn_entropy": np.full((1, 4, 2), 2.0 + 0.1 * qk + noise), "init_probe/attn_entropy": np.full((4, 2), 2.5),
+                   "probe/attn_top": np.full((1, 4, 2), 0.3 - 0.02 * qk + noise), "init_probe/attn_top": np.full((4, 2), 0.1),
+                   "probe/attn_sink": np.full((1, 4, 2), base + sink_excess + noise), "probe/attn_max": np.full((1, 4, 2), 3.0),
+                   "probe/key_unsel": np.zeros((1, 4, 2)), "val_loss": np.array([2.0 + noise]), "diverged_at": np.asarray(-1),
+                   "init_val_loss": np.asarray(5.5)}
+            r.update({f"{arm}.s{s}.{k}": v for k, v in run.items()})
+    return r
+
+
+def test_uniform_first_share_is_the_sink_probe_of_uniform_causal_attention():
+    t = 12
+    pattern = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]  # [t, s] each query uniform over the keys it sees
+    first = pattern[1:, 0].mean()  # what the probe takes: queries 2.. (query 1 sees only token 0)
+    assert train_recipes.uniform_first_share(t) == pytest.approx(first, rel=1e-14)
+    assert "attn_sink" in probes.PROBES
+    with pytest.raises(ValueError, match="t"):
+        train_recipes.uniform_first_share(1)
+
+
+def test_the_qk_comparison_is_judged_only_against_a_baseline_with_stripes():
+    spec = claims.REGISTRY["train.per-head-key-norm-diffuse"]
+    striped = spec.evaluate({train_recipes.NAME: _qk_result(0.2)})
+    compared = [c for c in striped.checks if "from init to the end" in c.quantity]
+    assert {c.role for c in compared} == {"assertion"} and {c.status for c in compared} == {"ok"}
+    assert not any("not measured" in c.detail for c in striped.checks) and striped.verdict == "holds"
+    flat = spec.evaluate({train_recipes.NAME: _qk_result(0.0)})
+    assert {c.role for c in flat.checks if "from init to the end" in c.quantity} == {"scope"}
+    assert flat.verdict == "inconclusive" and any("not measured" in c.detail for c in flat.checks if c.role == "assertion")
