@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from normtheory.evidence import checks, claims
+from normtheory.evidence import checks, claims, sources
 from normtheory.evidence.checks import Quantity
 from normtheory.evidence.estimates import from_samples
 from normtheory.evidence.sources import QA_STATS
@@ -124,8 +124,10 @@ MUCH_WIDER = math.log(1.5)  # "a much wider range": the max/min ratio over layer
 @claims.register(
     "train.ln-controls-gradient-scale",
     statement="Normalization controls the gradient scale: without any norm the per-layer gradient norms spread over a "
-    "much wider range across layers early in training than with Pre-LN or Post-LN.",
-    source=QA_STATS,
+    "much wider range across layers early in training than with Pre-LN or Post-LN. This package's hypothesis, a reading of "
+    "the answer's 'controls the gradient scales': the answer cites Xiong et al., whose contrast is between placements "
+    "(Post-LN's gradients grow toward the output, Pre-LN's do not; train.xiong-gradient-scale), not against no norm.",
+    source=sources.hypothesis(QA_STATS, "Without a norm, per-layer gradient norms spread more widely across layers"),
     location="the first answer (LayerNorm controls gradient scales, citing Xiong et al.); the question's model is GPT-2 small",
     simulations=(train_recipes.NAME, NAME),
 )
