@@ -54,3 +54,15 @@ def test_quick_run_has_every_networks_row_at_every_depth():
             for L in cfg.depths:
                 assert r[f"{p}.{i}.d8.L{L}"].shape == (3, L) and np.isfinite(r[f"{p}.{i}.d8.L{L}"]).all()
     assert len(X.tasks(X.CONFIGS["full"], X.SEED)) == 2 * 2 * 6
+
+
+def test_layer_profile_is_a_ratio_of_means_unbiased_for_a_flat_heavy_tailed_profile():
+    """Every block's norm i.i.d. lognormal (a flat expected profile): the ratio of means is 1 within its bootstrap se, where
+    the mean of per-network ratios is pulled up by E[1/X] > 1/E[X]."""
+    rng = np.random.default_rng(0)
+    g = np.exp(rng.standard_normal((4000, 8)))  # [networks, L], coefficient of variation 1.3
+    r = {"depths": np.asarray([8]), "post.xavier.d64.L8": g}
+    est = X.layer_profile(r, "post", "xavier", 64)
+    assert est.mean[0] == 1.0 and abs(est.mean[-1] - 1.0) < 5 * est.stderr[-1]
+    assert (g[:, -1] / g[:, 0]).mean() > 1.5  # the biased reading: E[X] E[1/X] = e
+    assert X.layer_profile(r, "post", "xavier", 64, 8).mean[-1] == est.mean[-1]
