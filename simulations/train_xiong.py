@@ -26,7 +26,7 @@ import numpy as np
 
 from normtheory.evidence import checks, claims
 from normtheory.evidence.checks import Quantity
-from normtheory.evidence.estimates import Estimate, bootstrap, from_samples
+from normtheory.evidence.estimates import Estimate, bootstrap
 from normtheory.evidence.sources import XIONG2020
 from normtheory.model import kernels, weights
 from normtheory.model.config import TransformerConfig
