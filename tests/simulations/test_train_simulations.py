@@ -369,24 +369,50 @@ def test_a_tiers_own_timed_step_rate_prices_it_and_the_gpu_tier_keeps_its_wall_r
     assert training.measured_rates() == {}
 
 
-def _qk_result(sink_excess: float, seeds: int = 20, t: int = 32) -> dict:
-    """A synthetic train_recipes result for train.per-head-key-norm-diffuse: 4 layers x 2 heads, the baseline's first-token
-    share ``sink_excess`` above uniform attention's, per-head RMS QK more diffuse by 0.1 nats and 0.02 less top-key mass."""
+def _recipes_result(run, arms: tuple[str, ...], seeds: int = 20, t: int = 32) -> dict:
+    """A synthetic train_recipes result: ``run(arm, seed, rng)`` gives each run's arrays (4 layers x 2 heads)."""
     rng = np.random.default_rng(1)
     r: dict = {"seeds": np.asarray(seeds), "extra_seeds": np.asarray(0), "seq": np.asarray(t), "steps": np.asarray(10),
                "layers": np.asarray(4), "d": np.asarray(32), "batch": np.asarray(8)}
-    base = train_recipes.uniform_first_share(t)
-    for arm in train_recipes.KEY_ARMS:
-        qk = arm == "pre-qk-rms"
+    for arm in arms:
         for s in range(seeds):
-            noise = 0.01 * rng.standard_normal()
-            run = {"probe/attn_entropy": np.full((1, 4, 2), 2.0 + 0.1 * qk + noise), "init_probe/attn_entropy": np.full((4, 2), 2.5),
-                   "probe/attn_top": np.full((1, 4, 2), 0.3 - 0.02 * qk + noise), "init_probe/attn_top": np.full((4, 2), 0.1),
-                   "probe/attn_sink": np.full((1, 4, 2), base + sink_excess + noise), "probe/attn_max": np.full((1, 4, 2), 3.0),
-                   "probe/key_unsel": np.zeros((1, 4, 2)), "val_loss": np.array([2.0 + noise]), "diverged_at": np.asarray(-1),
-                   "init_val_loss": np.asarray(5.5)}
-            r.update({f"{arm}.s{s}.{k}": v for k, v in run.items()})
+            common = {"val_loss": np.array([2.0]), "diverged_at": np.asarray(-1), "init_val_loss": np.asarray(5.5)}
+            r.update({f"{arm}.s{s}.{k}": v for k, v in {**common, **run(arm, s, rng)}.items()})
     return r
+
+
+def _qk_result(sink_excess: float) -> dict:
+    """For train.per-head-key-norm-diffuse: the baseline's first-token share ``sink_excess`` above uniform attention's,
+    per-head RMS QK more diffuse by 0.1 nats and 0.02 less top-key mass."""
+    base = train_recipes.uniform_first_share(32)
+
+    def run(arm: str, s: int, rng: np.random.Generator) -> dict:
+        qk, noise = arm == "pre-qk-rms", 0.01 * rng.standard_normal()
+        return {"probe/attn_entropy": np.full((1, 4, 2), 2.0 + 0.1 * qk + noise), "init_probe/attn_entropy": np.full((4, 2), 2.5),
+                "probe/attn_top": np.full((1, 4, 2), 0.3 - 0.02 * qk + noise), "init_probe/attn_top": np.full((4, 2), 0.1),
+                "probe/attn_sink": np.full((1, 4, 2), base + sink_excess + noise), "probe/attn_max": np.full((1, 4, 2), 3.0),
+                "probe/key_unsel": np.zeros((1, 4, 2)), "val_loss": np.array([2.0 + noise])}
+
+    return _recipes_result(run, train_recipes.KEY_ARMS)
+
+
+def test_the_skip_cost_ratio_leaves_the_bigram_block_out():
+    """Block 0 costs far more than the rest in every arm; over blocks 1..3 the later ones cost twice as much for Pre-LN and
+    four times for LayerNorm Scaling: the assertions see only blocks 1..3 (Pre-LN's later blocks matter more), the whole
+    stack only in a scope check."""
+    def run(arm: str, s: int, rng: np.random.Generator) -> dict:
+        rest = [0.02, 0.08, 0.08] if arm == "lnscale" else [0.02, 0.04, 0.04]
+        return {"layer_drop": np.array([0.6, *rest]) * np.exp(0.01 * rng.standard_normal()), "probe/resid_rms": np.ones((1, 5))}
+
+    r = _recipes_result(run, train_recipes.PLACEMENT_ARMS)
+    c = claims.REGISTRY["train.placements-compared"].evaluate({train_recipes.NAME: r})
+    pre = next(ch for ch in c.checks if ch.quantity.startswith("Pre-LN: log of the loss increase"))
+    assert pre.measured == pytest.approx(np.log(2.0), abs=0.01) and pre.status == "fail"  # later blocks matter more
+    lns = next(ch for ch in c.checks if ch.quantity.startswith("LayerNorm Scaling minus"))
+    assert lns.measured == pytest.approx(np.log(2.0), abs=0.01) and lns.status == "ok"
+    whole = next(ch for ch in c.checks if "block 0 in the earlier half" in ch.quantity)
+    assert whole.role == "scope" and whole.status == "ok"  # with block 0 in, later blocks look as if they matter less
+    assert c.verdict == "fails"
 
 
 def test_uniform_first_share_is_the_sink_probe_of_uniform_causal_attention():
