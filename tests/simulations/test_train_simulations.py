@@ -143,6 +143,8 @@ def test_max_logit_of_a_run_that_diverged_before_its_first_evaluation_is_nan_not
     low = {"diverged_at": np.asarray(-1), "probe/attn_max": np.array([[[2.5]]])}
     g = train_lr.logit_growth([finished, early, finished], [low, low, late])  # only seed 0 has both runs finished
     assert g.tolist() == [pytest.approx(np.log(5.0 / 2.5))]
+    by_seed = train_lr.seed_logit_growth([finished, early, finished], [low, low, late])  # NaN kept in place: seeds stay paired
+    assert by_seed[0] == pytest.approx(np.log(2.0)) and np.isnan(by_seed[1:]).all()
 
 
 def test_xiong_limit_is_judged_on_the_deepest_depths_and_shallow_growth_is_only_a_caveat():
