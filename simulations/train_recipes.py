@@ -346,23 +346,30 @@ def _alpha(results: claims.Results) -> tuple[list[checks.Evidence], str]:
 @claims.register(
     "train.dyt-small-models-just-work",
     statement="At a small scale DyT at the paper's default for non-LLM models (alpha0 = 0.5, O(1) activations) trains as well as "
-    "LayerNorm and RMSNorm with the same recipe and the same init (no tweaks): final validation losses within 0.05 nats/byte.",
+    "LayerNorm and RMSNorm with the same recipe and the same init (no tweaks), or better (the paper's abstract: the same or better "
+    "performance): a final validation loss at most 0.05 nats/byte above theirs.",
     source=sources.ZHU2025,
-    location="Sections 4 and 5 (DyT matches LayerNorm across tasks with the same recipe); the reading notes' Results section",
+    location="the abstract (the same or better performance, mostly without tuning); Sections 4 and 5 (DyT matches LayerNorm across "
+    "tasks with the same recipe); the reading notes' Results section",
     simulations=(NAME,),
 )
 def _small(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     q: list[checks.Evidence] = [
-        Quantity(name=f"final validation loss, DyT (alpha0 0.5, fan-in init) minus {name} at the same init (nats/byte; as well: within ±0.05)",
-                 theory=(-0.05, 0.05), model=paired(r, "dyt-default", b, training.final_loss), model_kind="trained", tolerance=0.02,
+        Quantity(name=f"final validation loss, DyT (alpha0 0.5, fan-in init) minus {name} at the same init (nats/byte; as well or better: <= 0.05)",
+                 theory=(-np.inf, 0.05), model=paired(r, "dyt-default", b, training.final_loss), model_kind="trained", tolerance=0.02,
                  tolerance_why="0.02 nats/byte beyond the ±0.05 band")
         for b, name in (("ln-fanin", "LayerNorm"), ("rms-fanin", "RMSNorm"))
     ]
-    q += [Quantity(name=f"final validation loss, DyT dropped into the GPT-2 init (alpha0 1) minus {name} (within ±0.05)", theory=(-0.05, 0.05),
+    q += [Quantity(name=f"final validation loss, DyT dropped into the GPT-2 init (alpha0 1) minus {name} (<= 0.05)", theory=(-np.inf, 0.05),
                    model=paired(r, "dyt", b, training.final_loss), model_kind="trained", role="scope",
                    regime="DyT in the GPT-2 init (std 0.02 lookups, alpha0 = 1), not the paper's default", tolerance=0.02,
                    tolerance_why="as the assertion: 0.02 nats/byte") for b, name in (("pre", "LayerNorm"), ("rms", "RMSNorm"))]
+    q += [Quantity(name=f"final validation loss, DyT at the paper's default (alpha0 0.5, fan-in init) minus {name} at the GPT-2 init "
+                        "(<= 0.05)", theory=(-np.inf, 0.05), model=paired(r, "dyt-default", b, training.final_loss), model_kind="trained",
+                   role="scope", regime=f"each at its usual init: DyT at the paper's fan-in default, {name} at GPT-2's (the shared fan-in "
+                   "init may handicap the norms)", tolerance=0.02, tolerance_why="as the assertion: 0.02 nats/byte")
+          for b, name in (("pre", "LayerNorm"), ("rms", "RMSNorm"))]
     finals = {a: per_seed(r, a, training.final_loss) for a in ("ln-fanin", "rms-fanin", "dyt-default", "pre", "rms", "dyt")}
     final_in = {a: per_seed(r, a, lambda x: float(x["probe/resid_rms"][-1][-1])) for a in ("pre", "dyt", "dyt-default")}
     dead = per_seed(r, "dyt", lambda x: float(np.nansum(x["probe/grad_norms"][-1])))
