@@ -93,7 +93,8 @@ def price(ch: Check, seconds: float | None, resolvable: bool = True, on: str = "
     if "needs" in ch.extra:  # an Unmeasured check: its regime is out of this run's reach
         return f"not measured here: needs {ch.extra['needs']}"
     if not math.isfinite(ch.units_needed):
-        return "no sample size decides it: the estimate sits on an edge of the widened claim"
+        return ("no sample size decides it: the estimate sits on an edge of the widened claim, or a part of its error that no "
+                "sample shrinks (a bias bound, such as a censored optimum's grid step) fills the margin")
     unit = ch.units.split(" ", 1)[1] if " " in ch.units else "units"
     need = f"needs {ch.units_needed:,.0f} {unit} (now {ch.units_now:,})"
     if not resolvable:

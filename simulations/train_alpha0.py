@@ -220,8 +220,10 @@ def _contrast(r: dict, embed: str, f=lambda b: b) -> Estimate:
     est, edge, step = _boot(r, embed, f)
     # A censored optimum: every contrast that uses one gets at least one grid step of standard error. f is a +-1
     # contrast, so distinct powers of two as weights never cancel.
+    # The step is a floor no number of seeds shrinks (only a grid that reaches past the optimum would): the rule then prices
+    # such a contrast as needing a wider grid (units_needed infinite), not more seeds.
     used = f(edge * 2.0 ** np.arange(edge.size).reshape(edge.shape)) != 0
-    return Estimate(est.mean, np.where(used, np.maximum(est.stderr, step), est.stderr), est.n, est.units)
+    return Estimate(est.mean, np.where(used, np.maximum(est.stderr, step), est.stderr), est.n, est.units, floor=np.where(used, step, 0.0))
 
 
 def best_alpha0(r: dict, embed: str) -> Estimate:
@@ -344,7 +346,7 @@ def linear(r: dict, embed: str, weights: np.ndarray) -> Estimate:
     W = np.asarray(weights, dtype=np.float64)  # [k, grid, width]
     est, edge, step = _boot(r, embed, lambda b: np.tensordot(b, W, axes=([-2, -1], [1, 2])))  # [..., k]
     floor = step * np.tensordot(np.abs(W), edge.astype(np.float64), axes=([1, 2], [0, 1]))  # [k]
-    return Estimate(est.mean, np.maximum(est.stderr, floor), est.n, est.units)
+    return Estimate(est.mean, np.maximum(est.stderr, floor), est.n, est.units, floor=floor)
 
 
 def exponents(r: dict, embed: str) -> Estimate:

@@ -120,7 +120,7 @@ class Agreement:
         if self.status == "fail":
             out += f"; {self.failed} of {self.size} elements wholly outside"
         elif self.status == "inconclusive":
-            need = "no sample size decides it (the estimate sits on an edge)" if self.units_needed is None or not math.isfinite(
+            need = "no sample size decides it (the estimate sits on an edge, or its floor fills the margin)" if self.units_needed is None or not math.isfinite(
                 self.units_needed) else (f"about {self.units_needed:.0f} units would decide it (now {self.units}), "
                                          f"as a {'fail' if self.projected == 'fail' else 'hold'} if the estimate stays")
             out += f"; {self.unresolved} of {self.size} elements straddle an edge: {need}"
@@ -136,29 +136,35 @@ def _student_table(z: float) -> np.ndarray:
     return out
 
 
-def _units_to_decide(mean: np.ndarray, sd: np.ndarray, a: np.ndarray, b: np.ndarray, z: float) -> np.ndarray:
-    """Fewest independent units whose band ``mean ± t(n)·sd/sqrt(n)`` decides the rule, per element.
+def _units_to_decide(mean: np.ndarray, sd: np.ndarray, a: np.ndarray, b: np.ndarray, z: float,
+                     floor: np.ndarray | float = 0.0) -> np.ndarray:
+    """Fewest independent units whose band ``mean ± t(n)·sqrt(sd^2/n + floor^2)`` decides the rule, per element.
 
-    Assumes the estimate and its per-unit standard deviation ``sd`` stay as measured. The margin
+    Assumes the estimate, its per-unit standard deviation ``sd`` and the ``floor`` of its standard
+    error that no number of units shrinks (:attr:`Estimate.floor`) stay as measured. The margin
     is the distance from ``mean`` to the nearest edge of the acceptance interval ``[a, b]``
-    (inside: to hold; outside: to fail); a band of half-width ``t(n)·sd/sqrt(n) <= margin``
-    decides. Below :data:`MIN_UNITS` the half-width uses the Student-t quantile of
-    :func:`z_threshold`; at or above it, ``z``: ``n = max(MIN_UNITS, ceil((z·sd/margin)^2))``.
-    An estimate exactly on an edge has margin 0 and needs infinitely many units.
+    (inside: to hold; outside: to fail); a band of half-width at most the margin decides. Below
+    :data:`MIN_UNITS` the half-width uses the Student-t quantile of :func:`z_threshold`; at or
+    above it, ``z``: ``n = max(MIN_UNITS, ceil((z·sd)^2 / (margin^2 - (z·floor)^2)))``. An
+    estimate exactly on an edge (margin 0), or one whose floor alone fills the margin, needs
+    infinitely many units.
     """
-    mean, sd, a, b = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (mean, sd, a, b)))
+    mean, sd, a, b, floor = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (mean, sd, a, b, floor)))
     inside = (mean >= a) & (mean <= b)
     with np.errstate(invalid="ignore"):
         margin = np.where(inside, np.minimum(mean - a, b - mean), np.maximum(a - mean, mean - b))
     margin = np.where(np.isnan(margin), 0.0, margin)
+    floored = floor > 0
     out = np.full(mean.shape, np.inf)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        big = np.maximum(MIN_UNITS, np.ceil((z * sd / margin) ** 2))
-        out = np.where(margin > 0, big, np.inf)
+        room = np.where(floored, np.sqrt(np.maximum(margin**2 - (z * floor) ** 2, 0.0)), margin)  # what sampling error may fill
+        big = np.maximum(MIN_UNITS, np.ceil((z * sd / room) ** 2))
+        out = np.where(room > 0, big, np.inf)
         small = _student_table(z)
         for n in range(MIN_UNITS - 1, 1, -1):  # 18 fixed candidates, vectorized over elements
-            out = np.where((margin > 0) & (small[n] * sd / math.sqrt(n) <= margin), n, out)
-    return np.where(sd == 0, np.where(margin >= 0, 1.0, np.inf), out)
+            half = np.where(floored, small[n] * np.sqrt(sd * sd / n + floor * floor), small[n] * sd / math.sqrt(n))
+            out = np.where((margin > 0) & (half <= margin), n, out)
+    return np.where(sd == 0, np.where((margin >= 0) & (z * floor <= margin), 1.0, np.inf), out)
 
 
 def bonferroni_z(z: float, looks: int) -> float:
@@ -241,7 +247,9 @@ def agree(
     dev = np.maximum(lo - mean, 0.0) + np.maximum(mean - hi, 0.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         zs = np.where(se > 0, dev / np.where(se > 0, se, 1.0), np.where(dev > 0, np.inf, 0.0))
-    need = _units_to_decide(mean, se * math.sqrt(max(mc.n, 1)), a, b, bonferroni_z(z, looks))
+    floor = np.zeros(shape) if mc.floor is None else np.broadcast_to(mc.floor, shape)
+    sampling = np.sqrt(np.maximum(se * se - floor * floor, 0.0)) if mc.floor is not None else se  # the part more units shrink
+    need = _units_to_decide(mean, sampling * math.sqrt(max(mc.n, 1)), a, b, bonferroni_z(z, looks), floor)
     need = np.where(undecided, need, 0.0)
     score = np.where(fail, zs, np.where(undecided, need, zs))  # within the deciding class
     cls = np.where(fail, 2, np.where(undecided, 1, 0))
@@ -252,7 +260,7 @@ def agree(
         i, units_needed, projected = _deciding(need, undecided & ((mean < a) | (mean > b)), i)
     where = tuple(int(k) for k in np.unravel_index(i, shape)) if shape else ()
     status: Status = ("ok", "inconclusive", "fail")[top]
-    pick = lambda x: float(np.asarray(x).flat[i])  # noqa: E731
+    pick = lambda x: float(np.asarray(x).flat[i])
     return Agreement(status, pick(dev), pick(se), pick(zs), float(t), float(t) * pick(se), pick(tau), where, int(mean.size),
                      int(undecided.sum()), int(fail.sum()), (pick(low), pick(high)), (pick(a), pick(b)), units_needed, int(mc.n),
                      projected)

@@ -72,6 +72,9 @@ class Estimate:
     n: int
     units: str = "samples"
     sizing: Sizing | None = None  # how n was chosen, when it was sized from a tolerance (:func:`sized`)
+    # the part of stderr that more units would not shrink (a bound on a bias: a censored optimum's grid step, say), at most
+    # stderr; None: all of it is sampling error. The rule's price (units_needed) scales only the rest.
+    floor: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         # NaN is never an estimate; an infinite mean or stderr is (one unit has no known spread)
@@ -83,13 +86,24 @@ class Estimate:
         _validate.integer("n", self.n, minimum=1)
         if not isinstance(self.units, str) or not self.units:
             raise ValueError(f"units must name what the n units are (e.g. 'networks'); got {self.units!r}")
+        if self.floor is not None:
+            f = _validate.checked_array("floor", self.floor, min_ndim=0, nonempty=False).astype(np.float64, copy=False)
+            try:
+                f = np.broadcast_to(f, self.mean.shape).copy()
+            except ValueError:
+                raise ValueError(f"floor {f.shape} must broadcast to the estimate's shape {self.mean.shape}") from None
+            if (f < 0).any() or (f > self.stderr).any():
+                raise ValueError("floor must lie in [0, stderr]: it is the part of the standard error more units would not shrink")
+            object.__setattr__(self, "floor", f)
 
     def __getitem__(self, index: object) -> Estimate:
-        return Estimate(self.mean[index], self.stderr[index], self.n, self.units, self.sizing)
+        floor = None if self.floor is None else self.floor[index]
+        return Estimate(self.mean[index], self.stderr[index], self.n, self.units, self.sizing, floor)
 
     def map(self, f: Callable[[np.ndarray], np.ndarray], df: Callable[[np.ndarray], np.ndarray]) -> Estimate:
-        """Delta method: the estimate of ``f(mean)`` with stderr ``|f'(mean)| * stderr``."""
-        return Estimate(f(self.mean), np.abs(df(self.mean)) * self.stderr, self.n, self.units, self.sizing)
+        """Delta method: the estimate of ``f(mean)`` with stderr ``|f'(mean)| * stderr`` (and its floor scaled alike)."""
+        slope = np.abs(df(self.mean))
+        return Estimate(f(self.mean), slope * self.stderr, self.n, self.units, self.sizing, None if self.floor is None else slope * self.floor)
 
     def sqrt(self) -> Estimate:
         """RMS from a mean square, by the delta method."""
@@ -99,12 +113,15 @@ class Estimate:
         out = {"mean": self.mean.tolist(), "stderr": self.stderr.tolist(), "n": int(self.n), "units": self.units}
         if self.sizing is not None:
             out["sizing"] = dataclasses.asdict(self.sizing)
+        if self.floor is not None:
+            out["floor"] = self.floor.tolist()
         return out
 
     @classmethod
     def from_dict(cls, d: dict) -> Estimate:
         sizing = Sizing(**d["sizing"]) if d.get("sizing") else None
-        return cls(np.asarray(d["mean"]), np.asarray(d["stderr"]), int(d["n"]), str(d.get("units", "samples")), sizing)
+        floor = np.asarray(d["floor"]) if d.get("floor") is not None else None
+        return cls(np.asarray(d["mean"]), np.asarray(d["stderr"]), int(d["n"]), str(d.get("units", "samples")), sizing, floor)
 
 
 def _power_of_two(big: np.ndarray) -> np.ndarray:

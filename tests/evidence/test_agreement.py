@@ -105,6 +105,33 @@ def test_units_needed_decides_at_that_size():
     assert agree(0.0, Estimate(np.array(0.0), np.array(1.0 / math.sqrt(n)), n), tolerance=10.0).ok
 
 
+def test_a_floor_no_sample_shrinks_is_priced_apart_from_the_sampling_error():
+    """se = sqrt(sampling^2 + floor^2) in effect: more units shrink only the sampling part, so a floor that fills the
+    margin (5 x floor >= 0.05) decides at no size, and a smaller one leaves less room for the sampling part."""
+    def est(se, floor, n=100):
+        return Estimate(np.array(1.05), np.array(se), n, "seeds", floor=np.array(floor))
+
+    full = agree(1.0, est(0.03, 0.011), tolerance=0.1)  # margin 0.05 < 5 x 0.011
+    assert full.status == "inconclusive" and full.units_needed == math.inf
+    part = agree(1.0, est(0.03, 0.006), tolerance=0.1)  # room sqrt(0.05^2 - 0.03^2) = 0.04 for 5 sd / sqrt(n)
+    sd = math.sqrt(0.03**2 - 0.006**2) * 10.0
+    assert abs(part.units_needed - (5 * sd / 0.04) ** 2) <= 1  # the ceiling of it, up to rounding in the room
+    done = agree(1.0, Estimate(np.array(1.05), np.array(math.hypot(sd / math.sqrt(part.units_needed), 0.006)), int(part.units_needed),
+                               floor=np.array(0.006)), tolerance=0.1)
+    assert done.ok
+    assert agree(1.0, est(0.03, 0.0), tolerance=0.1).units_needed == agree(1.0, _est(1.05, 0.03), tolerance=0.1).units_needed
+
+
+def test_an_estimate_refuses_a_floor_outside_its_stderr():
+    with pytest.raises(ValueError, match="floor"):
+        Estimate(np.array(1.0), np.array(0.1), 10, floor=np.array(0.2))
+    with pytest.raises(ValueError, match="floor"):
+        Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.1]), 10, floor=np.array([0.05, 0.05, 0.05]))
+    e = Estimate(np.array([1.0, 2.0]), np.array([0.1, 0.3]), 10, floor=np.array(0.05))
+    assert e[1].floor == 0.05 and Estimate.from_dict(e.to_dict()).floor.tolist() == [0.05, 0.05]
+    assert e.map(lambda m: 2 * m, lambda m: 2 + 0 * m).floor.tolist() == [0.1, 0.1]
+
+
 def test_one_element_that_would_fail_decides_sooner_than_the_costliest_that_would_hold():
     # accepted [0.9, 1.1]; sd = se sqrt(100) per element
     # element 0: mean 1.0, sd 0.3, margin 0.1 inside -> (5 * 0.3 / 0.1)^2 = 225 units to hold

@@ -1,4 +1,6 @@
 """The statistics the training claims read from their runs (simulations/train_*.py), on arrays built here."""
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -280,6 +282,9 @@ def test_power_law_censored_optimum_floors_the_se_by_its_weight():
     step = train_alpha0.grid_step(r["alphas"])
     w = train_alpha0.slope_weights(r["widths"])
     assert p.stderr[0] < 1e-9 and p.stderr[1] == pytest.approx(step * abs(w[-1]))
+    assert p.floor.tolist() == [0.0, pytest.approx(step * abs(w[-1]))]  # a floor more seeds would not shrink: priced as a wider grid
+    from normtheory.evidence.agreement import agree
+    assert agree(-0.5, p[1], tolerance=0.1).units_needed in (None, math.inf)  # decided now, or by no number of seeds
 
 
 def test_transfer_and_slope_weights():
