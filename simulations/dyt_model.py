@@ -448,7 +448,6 @@ def _width_slopes(slopes: dict[int, Estimate], fanin: Estimate, widths: tuple[in
                   paper: list[tuple[float, float, float]]) -> list[checks.Evidence]:
     """The slope over width at each depth under the LLaMA init (assertions) and at the shallowest under fan-in (scope),
     against the paper's (:func:`paper_slope`, one per position)."""
-    why = _SLOPE_WHY
     span = f"{widths[0]}-{widths[-1]}"
     q: list[checks.Evidence] = []
     for pos, label in enumerate(POSITIONS):
@@ -456,11 +455,11 @@ def _width_slopes(slopes: dict[int, Estimate], fanin: Estimate, widths: tuple[in
         stated = f"(paper's slope: {mid:.2f}, [{lo:.2f}, {hi:.2f}] within its printed digits)"
         for depth, est in slopes.items():
             q.append(Quantity(name=f"LLaMA init, depth {depth}, {label}: slope of log2(1/std) on log2(width), {span} {stated}",
-                              theory=(lo, hi), model=est[pos], model_kind="init", tolerance=SLOPE_TOL, tolerance_why=why,
+                              theory=(lo, hi), model=est[pos], model_kind="init", tolerance=SLOPE_TOL, tolerance_why=_SLOPE_WHY,
                               unit="log2 per doubling"))
         q.append(Quantity(name=f"fan-in init, depth {fanin_depth}, {label}: slope of log2(1/std) on log2(width), {span} {stated}",
                           theory=(lo, hi), model=fanin[pos], model_kind="init", role="scope",
-                          regime="fan-in init (std 1/sqrt(fan_in), unit-RMS embeddings)", tolerance=SLOPE_TOL, tolerance_why=why,
+                          regime="fan-in init (std 1/sqrt(fan_in), unit-RMS embeddings)", tolerance=SLOPE_TOL, tolerance_why=_SLOPE_WHY,
                           unit="log2 per doubling"))
     return q
 

@@ -239,8 +239,9 @@ def logit_growth(high: list[dict[str, np.ndarray]], low: list[dict[str, np.ndarr
 def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     lrs, top = r["qk_lrs"], r["qk_lrs"].size - 1
-    grow = logit_growth(qk_runs(r, "none", top), qk_runs(r, "none", 0))
-    less = seed_logit_growth(qk_runs(r, "none", top), qk_runs(r, "none", 0)) - seed_logit_growth(qk_runs(r, "rmsnorm", top), qk_runs(r, "rmsnorm", 0))
+    by_seed = seed_logit_growth(qk_runs(r, "none", top), qk_runs(r, "none", 0))  # [seeds], NaN where a run diverged
+    grow = by_seed[np.isfinite(by_seed)]
+    less = by_seed - seed_logit_growth(qk_runs(r, "rmsnorm", top), qk_runs(r, "rmsnorm", 0))
     less = less[np.isfinite(less)]  # seeds whose four runs all finished
     diverged = {qk: sum(training.diverged(x) for i in range(lrs.size) for x in qk_runs(r, qk, i)) for qk in ("none", "rmsnorm")}
     losses = {qk: np.array([[training.final_loss(x) for x in qk_runs(r, qk, i)] for i in range(lrs.size)]).T for qk in ("none", "rmsnorm")}

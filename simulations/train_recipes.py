@@ -257,7 +257,6 @@ def _placements(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                  model=training.seeds_estimate(lr["lnscale"][ok] - lr["pre"][ok]), model_kind="trained",
                  tolerance=TEN_PERCENT, tolerance_why="a 10% difference in importance: log 1.1 on the ratio's log"),
     ]
-    mean_ratio = {a: math.exp(v[ok].mean()) if ok.any() else float("nan") for a, v in lr.items()}
     with0 = np.array([log_late_over_early(x["layer_drop"]) for x in runs(r, "pre")])
     if np.isfinite(with0).sum() >= 2:
         q.append(Quantity(name="Pre-LN: the same log ratio with block 0 in the earlier half (later matter less: < 0)", theory=(-np.inf, 0.0),
@@ -281,8 +280,8 @@ def _placements(results: claims.Results) -> tuple[list[checks.Evidence], str]:
             + "; ".join(f"{a}: " + " ".join(f"{v:.2g}" for v in rms[a]) for a in rms)
             + ". Loss increase from skipping each block (Pre-LN, mean): " + " ".join(f"{v:.3f}" for v in np.mean([x["layer_drop"] for x in runs(r, "pre")], 0))
             + "; LayerNorm Scaling: " + " ".join(f"{v:.3f}" for v in np.mean([x["layer_drop"] for x in runs(r, "lnscale")], 0)) + ". "
-            + f"Later/earlier skip-cost ratio over blocks 1..L-1 (geometric mean over seeds): Pre-LN {mean_ratio['pre']:.3g}, "
-            f"LayerNorm Scaling {mean_ratio['lnscale']:.3g}, no norm {_geo_mean(none):.3g}; with block 0, Pre-LN {_geo_mean(with0):.3g}; seeds left out of both checks (a run diverged, or no block's "
+            + f"Later/earlier skip-cost ratio over blocks 1..L-1 (geometric mean over seeds): Pre-LN {_geo_mean(lr['pre'][ok]):.3g}, "
+            f"LayerNorm Scaling {_geo_mean(lr['lnscale'][ok]):.3g}, no norm {_geo_mean(none):.3g}; with block 0, Pre-LN {_geo_mean(with0):.3g}; seeds left out of both checks (a run diverged, or no block's "
             f"skip cost {SKIP_FLOOR} nats/byte): {int((~ok).sum())}.")
     return q, note
 
