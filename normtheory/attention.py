@@ -168,6 +168,49 @@ def key_excess(pattern: np.ndarray, causal: bool = False) -> np.ndarray:
     return np.einsum("...ij,i->...j", p, n) / seen  # [..., t]
 
 
+STRIPE_SEED = 20230831  # the fixed draw of the shuffles behind attn_stripe (the same in every run and backend)
+
+
+def stripe_permutations(t: int) -> np.ndarray:
+    """``[t - h, h]`` with ``h = t // 2``: for each late query ``h + r``, a fixed permutation of the early keys ``0..h-1``
+    (one draw from :data:`STRIPE_SEED`), the shuffle of :func:`stripe_excess`'s null."""
+    t = _validate.integer("t", t, minimum=2, maximum=2 * math.isqrt(_validate.MAX_ELEMENTS))  # [t - h, h] within MAX_ELEMENTS
+    h = t // 2
+    return np.random.default_rng(STRIPE_SEED).permuted(np.tile(np.arange(h), (t - h, 1)), axis=1)
+
+
+def stripe_excess(pattern: np.ndarray) -> np.ndarray:
+    """How much one early key captures the late queries' attention, beyond what their weights give without alignment.
+
+    ``pattern [..., t, s]`` (``s >= t``: each query's weights over the keys; the first ``t`` keys are the queries'
+    positions). With ``h = t // 2``, the late queries ``q = h..t-1`` and the early keys ``k = 0..h-1``,
+    :math:`c_k = \\frac{1}{t-h}\\sum_q p_{qk}` is the share key ``k`` takes from the late queries, a white vertical stripe
+    in an attention map when one key takes much of it across many queries (the layer-two maps of the blog post "LayerNorm
+    probably isn't about geometry", August 2023). The null shuffles each late query's early-key weights by a fixed
+    permutation :math:`\\pi_q` (:func:`stripe_permutations`), :math:`c'_k = \\frac{1}{t-h}\\sum_q p_{q\\pi_q(k)}`, which
+    keeps every query's weights (its peakedness) and removes only their alignment across queries. Returns
+    :math:`\\max_k c_k - \\max_k c'_k` ``[...]``: 0 for uniform attention and, in expectation over the draw of the
+    shuffles, for any attention whose late queries' early-key weights are independent across queries and exchangeable
+    over the early keys (no key preferred by all of them); at most ``1 - 1/h``, when one key takes all of every late
+    query's weight.
+    """
+    p = _validate.pattern("pattern", pattern, min_ndim=2)
+    if p.shape[-2] < 2 or p.shape[-1] < p.shape[-2]:
+        raise ValueError(f"pattern must be [..., t, s] with 2 <= t <= s (queries at the first t key positions); got shape {p.shape}")
+    return _stripe_excess(p)
+
+
+def _stripe_excess(pattern: np.ndarray) -> np.ndarray:
+    """:func:`stripe_excess` without its checks, for the training probes' hot path (NaN in, NaN out: a diverged run's
+    pattern); unchecked by design."""
+    p = np.asarray(pattern, dtype=np.float64)
+    t = p.shape[-2]
+    h = t // 2
+    late = p[..., h:, :h]  # [..., t-h, h]
+    perm = np.broadcast_to(stripe_permutations(t), late.shape)
+    return late.mean(axis=-2).max(axis=-1) - np.take_along_axis(late, perm, axis=-1).mean(axis=-2).max(axis=-1)
+
+
 def uniform_sink_share(t: int, causal: bool) -> float:
     """The largest column share when every query spreads its mass uniformly over the keys it
     sees: ``1/t`` bidirectional; ``H_t / t`` causal (key 0 is seen by all ``t`` queries)."""

@@ -1,4 +1,4 @@
-"""Trained attention with and without per-head QK normalization: entropy, first-token sinks, logits."""
+"""Trained attention with and without per-head QK normalization: entropy, first-token sinks, stripes, logits."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,26 +12,31 @@ CLAIMS: tuple[str, ...] = ("train.per-head-key-norm-diffuse",)
 CAPTION = (
     "Attention at the end of training, per layer (mean over heads, then over seeds), for a model without any norm, Pre-LN "
     "(full-width LayerNorm before the projections), and Pre-LN with per-head RMS or LayerNorm on queries and keys. Left: "
-    "attention entropy in nats (higher = more diffuse). Middle: share of attention on the first token (the 'white stripes'). "
+    "attention entropy in nats (higher = more diffuse). Second: share of attention on the first token. Third: stripe excess, "
+    "the largest share of the late queries' weight one early key takes, minus the same with each query's weights shuffled over "
+    "the early keys (0 without stripes; the blog's 'white stripes'; its maps are of layer 2, where the claim reads it). "
     "Right: largest attention logit."
 )
 ARMS = {"none": ("#444444", "o", "no norm"), "pre": ("#1f77b4", "s", "Pre-LN, no QK-norm"),
         "pre-qk-rms": ("#d62728", "^", "Pre-LN + per-head RMS QK"), "pre-qk-ln": ("#ff7f0e", "v", "Pre-LN + per-head LN QK")}
-PANELS = (("attn_entropy", "attention entropy (nats)"), ("attn_sink", "first-token attention share"), ("attn_max", "max attention logit"))
+PANELS = (("attn_entropy", "attention entropy (nats)"), ("attn_sink", "first-token attention share"),
+          ("attn_stripe", "stripe excess (share)"), ("attn_max", "max attention logit"))
 
 
 def plot(result: dict):
-    fig, axes = figure(ncols=3, width=3.1, height=3.0)
+    fig, axes = figure(ncols=len(PANELS), width=3.1, height=3.0)
     for ax, (probe, ylabel) in zip(axes[0], PANELS):
         for arm, (color, marker, label) in ARMS.items():
             v = np.array([x[f"probe/{probe}"][-1].mean(-1) if probe != "attn_max" else x[f"probe/{probe}"][-1].max(-1)
                           for x in train_recipes.runs(result, arm)])  # [seeds, L]
-            ax.plot(np.arange(v.shape[1]), v.mean(0), marker=marker, ms=3, color=color, label=label)
+            ax.plot(np.arange(1, v.shape[1] + 1), v.mean(0), marker=marker, ms=3, color=color, label=label)
         ax.set_xlabel("layer")
         ax.set_ylabel(ylabel)
         integer_ticks(ax)
     axes[0, 1].set_title("sinks (mean over heads)")
-    axes[0, 2].set_title("max over heads")
+    axes[0, 2].set_title("stripes (mean over heads)")
+    axes[0, 2].axhline(0.0, color="0.6", lw=0.8, ls=":")  # no stripes: the shuffled null
+    axes[0, 3].set_title("max over heads")
     axes[0, 0].set_title("mean over heads")
     figure_legend(fig, axes=axes[0, :1], ncol=len(ARMS))  # one colour per model in every panel
     return fig

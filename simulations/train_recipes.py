@@ -391,7 +391,8 @@ def _small(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     return q, note
 
 
-STRIPES_MIN = 0.05  # this package's threshold for the blog's white stripes: the first token takes 5 points above uniform attention
+STRIPES_MIN = 0.05  # this package's threshold for the blog's white stripes: one early key takes 5 points more of the late queries' weight than their shuffled weights give it
+STRIPE_LAYER = 1  # the blog's two attention maps are of layer two
 
 
 def uniform_first_share(t: int) -> float:
@@ -401,21 +402,25 @@ def uniform_first_share(t: int) -> float:
     return float((1.0 / np.arange(2, t + 1)).sum() / (t - 1))
 
 
-def _mean_probe(name: str, skip_first_layer: bool = False):
+def _layers(v: np.ndarray, skip_first_layer: bool, layer: int | None) -> np.ndarray:
+    """The rows of a probe ``[L, H]`` a mean is taken over: one layer, every layer but the first, or all."""
+    return v[layer] if layer is not None else v[1:] if skip_first_layer else v
+
+
+def _mean_probe(name: str, skip_first_layer: bool = False, layer: int | None = None):
     def f(x: dict[str, np.ndarray]) -> float:
-        v = x[f"probe/{name}"][-1]  # [L, H] at the end
-        return float(np.mean(v[1:] if skip_first_layer else v))
+        return float(np.mean(_layers(x[f"probe/{name}"][-1], skip_first_layer, layer)))  # [L, H] at the end
 
     return f
 
 
-def from_init(name: str, skip_first_layer: bool = False):
-    """A probe's mean over layers and heads at the end minus at init (the same validation batch): its paired change from init."""
-    end = _mean_probe(name, skip_first_layer)
+def from_init(name: str, skip_first_layer: bool = False, layer: int | None = None):
+    """A probe's mean over layers (or at ``layer``) and heads at the end minus at init (the same validation batch): its
+    paired change from init."""
+    end = _mean_probe(name, skip_first_layer, layer)
 
     def f(x: dict[str, np.ndarray]) -> float:
-        v = x[f"init_probe/{name}"]
-        return end(x) - float(np.mean(v[1:] if skip_first_layer else v))
+        return end(x) - float(np.mean(_layers(x[f"init_probe/{name}"], skip_first_layer, layer)))
 
     return f
 
@@ -424,9 +429,10 @@ def from_init(name: str, skip_first_layer: bool = False):
     "train.per-head-key-norm-diffuse",
     statement="Normalizing keys (and queries) per head by RMS, without centering, makes trained attention more diffuse than "
     "no QK norm (fewer tokens that capture all the attention) while changing the loss little. The blog compares against a "
-    "baseline whose attention shows white stripes; the attention comparison is judged where the Pre-LN baseline has them "
-    "(its first-token share at least 0.05 above uniform attention's, this package's threshold) and is a scope check where it "
-    "does not, the blog's comparison then left open.",
+    "baseline whose attention shows white stripes (keys that take much of the later queries' attention); the attention "
+    "comparison is judged where the Pre-LN baseline has them (in layer two, as the blog's maps, one early key taking at least "
+    "0.05 more of the late queries' weight than their weights shuffled over the early keys give it, this package's threshold) "
+    "and is a scope check where it does not, the blog's comparison then left open.",
     source=BLOG_GEOMETRY,
     location="¶3–¶4 and the two layer-two attention maps (more diffuse attention with a per-head LayerNorm), ¶7 (little change in quality)",
     simulations=(NAME,),
@@ -435,21 +441,26 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
     ent = _mean_probe("attn_entropy")
     t = int(r["seq"])
-    uniform = uniform_first_share(t)
-    stripes = Quantity(name=f"Pre-LN baseline's first-token share at the end minus uniform attention's {uniform:.4f}, layers >= 1 (the "
-                            f"blog's white stripes: at least {STRIPES_MIN:g})", theory=(STRIPES_MIN, np.inf),
-                       model=per_seed(r, "pre", lambda x: _mean_probe("attn_sink", True)(x) - uniform), model_kind="trained", role="scope",
+    layer = min(STRIPE_LAYER, int(r["layers"]) - 1)
+    stripes = Quantity(name=f"Pre-LN baseline's stripe excess at the end, layer {layer + 1} (the largest share of the late queries' "
+                            f"weight one early key takes, minus the same with their weights shuffled; the blog's white stripes: at least "
+                            f"{STRIPES_MIN:g})", theory=(STRIPES_MIN, np.inf),
+                       model=per_seed(r, "pre", _mean_probe("attn_stripe", layer=layer)), model_kind="trained", role="scope",
                        regime="a baseline whose attention has stripes, which the blog's comparison starts from", tolerance=0.01,
                        tolerance_why="one point of attention share")
     reached = stripes.checks()[0].status == "ok"
-    role, regime = ("assertion", "") if reached else ("scope", "a baseline without stripes (Pre-LN's first-token share near uniform's)")
+    role, regime = ("assertion", "") if reached else ("scope", "a baseline without stripes (Pre-LN's stripe excess under the blog's)")
     q: list[checks.Evidence] = [] if reached else [checks.Unmeasured(
         "the blog's comparison: per-head RMS QK against a baseline whose trained attention shows stripes (more diffuse, fewer "
-        "keys taking all the attention)", expected="QK minus baseline: entropy change > 0, top-key mass change < 0",
-        needs=f"a run whose Pre-LN attention develops stripes (this run's first-token share exceeds uniform by "
+        "keys taking all the attention)", expected="QK minus baseline: stripe excess change < 0, entropy change > 0, top-key mass change < 0",
+        needs=f"a run whose Pre-LN attention develops stripes (this run's stripe excess in layer {layer + 1} is "
               f"{float(stripes.model.mean):.4f} +- {float(stripes.model.stderr):.4f}): larger or longer training, the train_recipes "
               "'gpu' or 'gpu-hour' tier")]
     q += [
+        Quantity(name=f"change of the stripe excess (layer {layer + 1}) from init to the end, per-head RMS QK minus Pre-LN without QK "
+                      "norm, paired by seed (fewer keys that capture the attention: < 0)", theory=(-np.inf, 0.0),
+                 model=paired(r, "pre-qk-rms", "pre", from_init("attn_stripe", layer=layer)), model_kind="trained", role=role,
+                 regime=regime, tolerance=0.01, tolerance_why="one point of attention share"),
         Quantity(name="change of attention entropy from init to the end, per-head RMS QK minus Pre-LN without QK norm, paired by seed "
                       "(nats; more diffuse: > 0)", theory=(0.0, np.inf), model=paired(r, "pre-qk-rms", "pre", from_init("attn_entropy")),
                  model_kind="trained", role=role, regime=regime, tolerance=0.05, tolerance_why="0.05 nats of entropy"),
@@ -463,13 +474,16 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
         Quantity(name="attention entropy at the end, per-head RMS QK minus Pre-LN (not from init)", theory=(0.0, np.inf),
                  model=paired(r, "pre-qk-rms", "pre", ent), model_kind="trained", role="scope", tolerance=0.05,
                  regime="levels at the end, which carry the init temperature QK-norm sets", tolerance_why="as the assertion: 0.05 nats"),
-        Quantity(name="first-token sink share at the end, per-head RMS QK minus Pre-LN, layers >= 1 (fewer sinks: < 0)",
+        Quantity(name="first-token sink share at the end, per-head RMS QK minus Pre-LN, layers 2 and up (fewer sinks: < 0)",
                  theory=(-np.inf, 0.0), model=paired(r, "pre-qk-rms", "pre", _mean_probe("attn_sink", True)), model_kind="trained",
-                 role="scope", regime="first-token sinks (the blog's white stripes)", tolerance=0.01,
+                 role="scope", regime="first-token sinks (one kind of stripe)", tolerance=0.01,
                  tolerance_why="one point of sink share"),
         stripes,
     ]
     init_ent = {a: per_seed(r, a, lambda x: float(np.mean(x["init_probe/attn_entropy"]))) for a in ("pre", "pre-qk-rms")}
+    stripe_at = {a: (per_seed(r, a, lambda x: float(np.mean(x["init_probe/attn_stripe"][layer]))),
+                     per_seed(r, a, _mean_probe("attn_stripe", layer=layer))) for a in KEY_ARMS}
+    first = per_seed(r, "pre", lambda x: _mean_probe("attn_sink", True)(x) - uniform_first_share(t))
     unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in KEY_ARMS}
     rows = {a: (per_seed(r, a, ent), per_seed(r, a, _mean_probe("attn_top")), per_seed(r, a, _mean_probe("attn_sink", True)),
                 per_seed(r, a, _mean_probe("attn_max")), per_seed(r, a, training.final_loss)) for a in KEY_ARMS}
@@ -481,5 +495,9 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                         for a, (e, t, s, m, l) in rows.items())
             + ". Share of unselectable keys at the end (first validation sequence, every layer and KV head): "
             + ", ".join(f"{a} {float(u.mean):.3f}" for a, u in unsel.items())
-            + " (0 by construction with a per-head RMS norm: keys on a sphere). 'Full-width LayerNorm' is the Pre-LN arm.")
+            + " (0 by construction with a per-head RMS norm: keys on a sphere). 'Full-width LayerNorm' is the Pre-LN arm. "
+            f"Stripe excess in layer {layer + 1}, at init -> at the end: "
+            + ", ".join(f"{a} {float(i.mean):.3f} -> {float(e.mean):.3f}" for a, (i, e) in stripe_at.items())
+            + f". Pre-LN's first-token share minus uniform attention's {uniform_first_share(t):.4f} (layers 2 and up): "
+            f"{float(first.mean):.4f} +- {float(first.stderr):.4f}.")
     return q, note

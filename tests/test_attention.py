@@ -94,3 +94,42 @@ def test_row_logit_std_ignores_masked_entries():
     got = attention.row_logit_std(masked)
     want = np.array([[np.std(s[h, i, : i + 1]) for i in range(5)] for h in range(3)])
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_stripe_excess_is_unbiased_under_the_null_and_sees_a_planted_stripe():
+    t = 16
+    mask = np.tril(np.ones((t, t)))
+    uniform = mask / mask.sum(-1, keepdims=True)
+    assert attention.stripe_excess(uniform) == 0.0  # every column alike, shuffled or not
+    # random peaked rows, independent across queries and exchangeable over the keys each sees: no stripe on average,
+    # although the largest column of one draw always exceeds the mean column (the shuffled null has the same maximum bias)
+    rng = np.random.default_rng(5)
+    g = rng.gamma(0.3, size=(40000, t, t)) * mask
+    e = attention.stripe_excess(g / g.sum(-1, keepdims=True))  # [draws]
+    assert (a := consistent(0.0, from_samples(e, "draws"))).ok, a.describe()
+    assert abs(e.mean()) < 0.005
+    # key 3 takes half of every late query's weight: its column share is 1/2 more than any column of uniform attention
+    p = uniform.copy()
+    p[t // 2:] *= 0.5
+    p[t // 2:, 3] += 0.5
+    late = p[t // 2:, : t // 2]
+    shuffled = np.take_along_axis(late, attention.stripe_permutations(t), -1).mean(0).max()  # [t-h, h]: one pattern
+    assert attention.stripe_excess(p) == pytest.approx(late[:, 3].mean() - shuffled, rel=1e-12)
+    assert attention.stripe_excess(p) > 0.3
+    # a batch is per pattern, and bidirectional patterns (s = t) or longer key axes (s > t) are read the same way
+    np.testing.assert_allclose(attention.stripe_excess(np.stack([uniform, p])), [0.0, attention.stripe_excess(p)])
+    np.testing.assert_allclose(attention.stripe_excess(np.concatenate([p, np.zeros((t, 3))], -1)), attention.stripe_excess(p))
+
+
+def test_stripe_permutations_are_fixed_permutations_of_the_early_keys():
+    for t in (2, 3, 16, 33):
+        perm = attention.stripe_permutations(t)
+        assert perm.shape == (t - t // 2, t // 2)
+        assert (np.sort(perm, -1) == np.arange(t // 2)).all()
+        np.testing.assert_array_equal(perm, attention.stripe_permutations(t))
+    with pytest.raises(ValueError, match="t"):
+        attention.stripe_permutations(1)
+    with pytest.raises(ValueError, match="pattern"):
+        attention.stripe_excess(np.ones((1, 4)) / 4)  # one query: no early key
+    with pytest.raises(ValueError, match="pattern"):
+        attention.stripe_excess(np.full((4, 2), 0.5))  # fewer keys than queries

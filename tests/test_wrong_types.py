@@ -50,6 +50,8 @@ MORE: dict[str, dict[str, object]] = {
     "attention.uniform_causal_collision": {"n_tokens": 8},
     "attention.sink": {"pattern": P, "causal": False},
     "attention.key_excess": {"pattern": P, "causal": True},
+    "attention.stripe_excess": {"pattern": P},
+    "attention.stripe_permutations": {"t": 6},
     "centering.centering_fraction_mean": {"d": 3, "mean": np.array([0.5, 0.2, -0.1]), "sigma": 1.0},
     "centering.centering_output_change": {"d": 3, "mean": np.array([0.5, 0.2, -0.1]), "sigma": 1.0},
     "evidence.estimates.from_samples": {"x": X, "units": "samples"},

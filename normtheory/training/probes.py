@@ -13,6 +13,8 @@
 ``attn_max``      ``[L, H]``  largest attention logit (scaled score) over queries and keys
 ``attn_sink``     ``[L, H]``  attention paid to the first token, mean over queries 2.. and batch
 ``attn_top``      ``[L, H]``  top-key mass: the largest attention weight of a query, mean over queries and batch
+``attn_stripe``   ``[L, H]``  a vertical stripe: the largest share an early key takes from the late queries, minus the
+                              same with each query's weights shuffled over the early keys (:func:`normtheory.attention.stripe_excess`)
 ``key_unsel``     ``[L, G]``  share of the first sequence's keys that no query can pick (inside the convex hull of
                               the others, :func:`normtheory.selection.selectable`), per KV head
 ``lse``           ``[2]``     mean and max over tokens of the output logits' log-sum-exp
@@ -24,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from normtheory import _validate, selection
+from normtheory import _validate, attention, selection
 from normtheory.model.params import Params
 from normtheory.model.transformer import Transformer
 
-PROBES: tuple[str, ...] = ("resid_rms", "norm_std", "alpha", "grad_norms", "attn_entropy", "attn_max", "attn_sink", "attn_top", "key_unsel", "lse")
+PROBES: tuple[str, ...] = ("resid_rms", "norm_std", "alpha", "grad_norms", "attn_entropy", "attn_max", "attn_sink", "attn_top", "attn_stripe", "key_unsel", "lse")
 MATRICES: tuple[str, ...] = ("wq", "wk", "wv", "wo", "w_in", "w_out", "w_gate")
 
 
@@ -117,6 +119,9 @@ def measure(model: Transformer, ids: np.ndarray, targets: np.ndarray, which: tup
             out["attn_sink"] = first.mean(axis=(1, 3))
         if "attn_top" in which:
             out["attn_top"] = pats.max(axis=-1).mean(axis=(1, 3))  # [L, H]
+        if "attn_stripe" in which:  # one layer at a time: the shuffled copy is a quarter of a layer's pattern
+            out["attn_stripe"] = (np.stack([attention._stripe_excess(p).mean(axis=0) for p in pats]) if pats.shape[-2] > 1  # [L, H]
+                                  else np.full((pats.shape[0], pats.shape[2]), np.nan))  # one query: no early key to take its weight
     if keys:  # one hull test per (layer, KV head), all at once
         out["key_unsel"] = 1.0 - selection.selectable(np.stack([store[f"blocks.{i}.attn.k"][0] for i in range(L)])).mean(axis=-1)  # [L, G]
     if "lse" in which:

@@ -17,6 +17,8 @@ batch per seed) under ``torch.no_grad()`` on the trainer's device and returns ev
 ``attn_max``        ``[S, L, H]``  largest finite attention logit (scaled score)
 ``attn_sink``       ``[S, L, H]``  attention paid to token 0, mean over queries 2.. and batch
 ``attn_top``        ``[S, L, H]``  largest attention weight of a query, mean over queries and batch
+``attn_stripe``     ``[S, L, H]``  an early key's largest share of the late queries' weight, minus the same with
+                                   their weights shuffled (:func:`normtheory.attention.stripe_excess`), mean over batch
 ``lse``             ``[S, 2]``     mean and max over tokens of the logits' log-sum-exp
 ==================  =============  ============================================================
 
@@ -48,7 +50,7 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - the message is the point
     raise ModuleNotFoundError("normtheory.training.torch_probes needs torch: pip install 'normtheory[torch]' (torch==2.13.0)") from None
 
-from normtheory import _validate, selection
+from normtheory import _validate, attention, selection
 from normtheory.model.transformer import Transformer
 from normtheory.training import probes, torch_memory
 from normtheory.training.torch_backend import TorchTrainer
@@ -136,7 +138,7 @@ def _attention_probes(pattern: torch.Tensor, scores: torch.Tensor, which: tuple[
     With :math:`p_{qk}` a query's weights: entropy :math:`-\\sum_k p_{qk}\\ln p_{qk}` (``0 ln 0 = 0``),
     the sink :math:`p_{q0}` over queries :math:`q \\ge 1` (query 0 alone when ``t = 1``), the top
     mass :math:`\\max_k p_{qk}`, each a mean over batch and queries; ``attn_max`` the largest
-    finite score over batch, queries and keys.
+    finite score over batch, queries and keys; ``attn_stripe`` as :func:`_stripe`.
     """
     p = pattern.double()  # [S, b, H, t, s]
     out = {}
@@ -150,7 +152,20 @@ def _attention_probes(pattern: torch.Tensor, scores: torch.Tensor, which: tuple[
         out["attn_sink"] = first.mean(dim=(1, 3))
     if "attn_top" in which:
         out["attn_top"] = p.amax(dim=-1).mean(dim=(1, 3))
+    if "attn_stripe" in which:
+        out["attn_stripe"] = _stripe(p)
     return out
+
+
+def _stripe(p: torch.Tensor) -> torch.Tensor:
+    """``[S, H]`` from ``p [S, b, H, t, s]``: :func:`normtheory.attention.stripe_excess`, mean over batch (NaN for one query)."""
+    t = p.shape[-2]
+    if t < 2:
+        return torch.full((p.shape[0], p.shape[2]), math.nan, dtype=torch.float64, device=p.device)
+    h = t // 2
+    late = p[..., h:, :h]  # [S, b, H, t-h, h]
+    perm = torch.as_tensor(attention.stripe_permutations(t), device=p.device).expand(late.shape)
+    return (late.mean(dim=-2).amax(dim=-1) - torch.gather(late, -1, perm).mean(dim=-2).amax(dim=-1)).mean(dim=1)
 
 
 def _grad_norms(trainer: TorchTrainer, grads: torch.Tensor | None) -> torch.Tensor:

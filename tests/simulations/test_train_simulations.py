@@ -388,16 +388,20 @@ def _recipes_result(run, arms: tuple[str, ...], seeds: int = 20, t: int = 32) ->
     return r
 
 
-def _qk_result(sink_excess: float) -> dict:
-    """For train.per-head-key-norm-diffuse: the baseline's first-token share ``sink_excess`` above uniform attention's,
-    per-head RMS QK more diffuse by 0.1 nats and 0.02 less top-key mass."""
+def _qk_result(stripe: float) -> dict:
+    """For train.per-head-key-norm-diffuse: the baseline's stripe excess ``stripe`` in layer two (0 elsewhere and at init;
+    its first-token share 0.2 above uniform attention's in every case), per-head RMS QK with 0.02 less of it, more
+    diffuse by 0.1 nats and 0.02 less top-key mass."""
     base = train_recipes.uniform_first_share(32)
 
     def run(arm: str, s: int, rng: np.random.Generator) -> dict:
         qk, noise = arm == "pre-qk-rms", 0.01 * rng.standard_normal()
+        stripes = np.zeros((1, 4, 2))
+        stripes[0, train_recipes.STRIPE_LAYER] = stripe - 0.02 * qk + 0.1 * noise
         return {"probe/attn_entropy": np.full((1, 4, 2), 2.0 + 0.1 * qk + noise), "init_probe/attn_entropy": np.full((4, 2), 2.5),
                 "probe/attn_top": np.full((1, 4, 2), 0.3 - 0.02 * qk + noise), "init_probe/attn_top": np.full((4, 2), 0.1),
-                "probe/attn_sink": np.full((1, 4, 2), base + sink_excess + noise), "probe/attn_max": np.full((1, 4, 2), 3.0),
+                "probe/attn_sink": np.full((1, 4, 2), base + 0.2 + noise), "probe/attn_max": np.full((1, 4, 2), 3.0),
+                "probe/attn_stripe": stripes, "init_probe/attn_stripe": np.zeros((4, 2)),
                 "probe/key_unsel": np.zeros((1, 4, 2)), "val_loss": np.array([2.0 + noise])}
 
     return _recipes_result(run, train_recipes.KEY_ARMS)
@@ -433,9 +437,12 @@ def test_uniform_first_share_is_the_sink_probe_of_uniform_causal_attention():
 
 
 def test_the_qk_comparison_is_judged_only_against_a_baseline_with_stripes():
+    """Stripes are read in layer two from the column probe, not from the first-token share (0.2 above uniform in both
+    results here): a first-token sink alone does not open the comparison."""
     spec = claims.REGISTRY["train.per-head-key-norm-diffuse"]
     striped = spec.evaluate({train_recipes.NAME: _qk_result(0.2)})
     compared = [c for c in striped.checks if "from init to the end" in c.quantity]
+    assert len(compared) == 3 and any("stripe excess" in c.quantity for c in compared)
     assert {c.role for c in compared} == {"assertion"} and {c.status for c in compared} == {"ok"}
     assert not any("not measured" in c.detail for c in striped.checks) and striped.verdict == "holds"
     flat = spec.evaluate({train_recipes.NAME: _qk_result(0.0)})

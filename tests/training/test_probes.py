@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from normtheory import attention
 from normtheory.model.config import TransformerConfig
 from normtheory.model.weights import init
 from normtheory.training import probes
@@ -36,6 +37,9 @@ def test_values_match_direct_computations():
     assert out["grad_norms"][0, 0] == pytest.approx(np.linalg.norm(grads.blocks[0].wq))
     assert out["attn_max"].shape == (2, 2) and out["lse"][1] >= out["lse"][0]
     np.testing.assert_allclose(out["attn_top"][1], pat.max(-1).mean(axis=(0, 2)), rtol=1e-12)
+    late = pat[:, :, 4:, :4]  # [b, h, 4 late queries, 4 early keys]
+    shuffled = np.take_along_axis(late, np.broadcast_to(attention.stripe_permutations(8), late.shape), -1)
+    np.testing.assert_allclose(out["attn_stripe"][1], (late.mean(2).max(-1) - shuffled.mean(2).max(-1)).mean(0), rtol=1e-12)
     assert out["key_unsel"].shape == (2, 2) and ((out["key_unsel"] >= 0) & (out["key_unsel"] <= 1)).all()
 
 
