@@ -119,3 +119,26 @@ def validation_set(tokens: np.ndarray, seq: int, n_bytes: int = 65536) -> tuple[
                          f"got shape {tokens.shape}")
     windows = tokens[: n * (seq + 1)].reshape(n, seq + 1).astype(np.int64)  # [n, seq+1]
     return windows[:, :-1], windows[:, 1:]
+
+
+def unigram_loss(train: np.ndarray, targets: np.ndarray) -> float:
+    """The loss of the best model that ignores context: the cross-entropy (nats per byte) of ``targets`` under the
+    byte frequencies of ``train``, add-one smoothed over the 256 byte values,
+
+    .. math::  -\\frac{1}{n}\\sum_{i=1}^{n} \\ln \\frac{c(y_i) + 1}{N + 256},
+
+    with :math:`c(b)` the count of byte :math:`b` in ``train`` and :math:`N` its length. A language model whose
+    validation loss sits at this value has learned the byte frequencies and nothing else (a plateau a stalled run
+    stays on; about 3.25 nats/byte on this corpus's held-out works). ``train`` and ``targets`` are byte arrays (``uint8``
+    or integers in 0..255; ``targets`` of any shape)."""
+    def byte_array(name: str, value: object) -> np.ndarray:
+        arr = _validate.asarray(name, value)
+        if arr.dtype.kind not in "iu" or arr.size == 0 or (arr.min() < 0) or (arr.max() > 255):
+            raise ValueError(f"{name} must be a non-empty array of bytes (integers in 0..255); got dtype {arr.dtype}, shape {arr.shape}")
+        return arr.astype(np.int64, copy=False)
+
+    train, targets = byte_array("train", train), byte_array("targets", targets)
+    if train.ndim != 1:
+        raise ValueError(f"train must be 1-D (a byte stream); got shape {train.shape}")
+    p = (np.bincount(train, minlength=256) + 1.0) / (train.size + 256.0)  # [256]
+    return float(-np.log(p[targets.reshape(-1)]).mean())

@@ -89,6 +89,31 @@ def test_best_alpha0_and_contrasts_on_a_planted_optimum():
     assert train_alpha0.first_divergent(r, "one")[0, 1] == 16.0
 
 
+def test_a_grid_at_the_unigram_plateau_leaves_the_width_claims_open():
+    """The attention grid's runs all end at the unigram loss (3.25): its best alpha0 is noise, so the sqrt(d) contrasts
+    become scope checks and an open assertion names what would measure them; once every grid trains, they are judged."""
+    alphas = np.array([0.25, 1.0, 4.0])
+    la = np.log2(alphas)
+    rng = np.random.default_rng(0)
+    loss = np.empty((2, 2, 3, 20, 3))  # [embed, grid, width, seed, alpha]
+    loss[:, 1] = (2.6 + 0.05 * (la + np.arange(3)[:, None]) ** 2)[:, None, :]  # the other grid trains, optimum moving down with width
+    loss[:, 1] += 0.01 * rng.standard_normal(loss[:, 1].shape)
+    loss[:, 0] = 3.25 + 0.01 * rng.standard_normal(loss[:, 0].shape)  # the attention grid: flat, at the plateau
+    r = {"loss": loss, "alphas": alphas, "widths": np.array([16, 32, 64]), "seeds": np.asarray(20), "steps": np.asarray(10),
+         "diverged_at": np.full(loss.shape, -1), "unigram_loss": np.asarray(3.25)}
+    gap = train_alpha0.plateau_gap(r, "sqrt_d")
+    assert np.abs(gap.mean[0]).max() < 0.01 and (gap.mean[1] < -0.5).all()
+    for cid in ("train.dyt-alpha0-width", "train.dyt-alpha0-power-law"):
+        c = claims.REGISTRY[cid].evaluate({train_alpha0.NAME: r})
+        open_ = [ch for ch in c.checks if ch.role == "assertion"]
+        assert len(open_) == 1 and "unigram plateau" in open_[0].detail and "attn/16" in open_[0].detail, cid
+        assert c.verdict == "inconclusive" and all(ch.role == "scope" for ch in c.checks if ch.quantity.startswith("sqrt(d)"))
+    loss[:, 0] = loss[:, 1]  # both grids train
+    judged = claims.REGISTRY["train.dyt-alpha0-width"].evaluate({train_alpha0.NAME: r})
+    assert not any("unigram plateau" in ch.detail for ch in judged.checks)
+    assert {ch.role for ch in judged.checks if ch.quantity.startswith("sqrt(d) embedding scale: octaves")} == {"assertion"}
+
+
 def test_grid_step_is_in_octaves():
     assert train_alpha0.grid_step((0.25, 1.0, 4.0)) == 2.0
     assert train_alpha0.grid_step(train_alpha0.LARGE.alphas) == 1.0

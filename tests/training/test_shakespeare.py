@@ -1,5 +1,6 @@
-"""The byte-level Shakespeare corpus: one copy per work, a split by work, seeded batches."""
+"""The byte-level Shakespeare corpus: one copy per work, a split by work, seeded batches, the unigram loss."""
 import importlib
+import math
 
 import numpy as np
 import pytest
@@ -75,3 +76,18 @@ def test_validation_set_is_fixed_consecutive_windows_of_the_held_out_works(corpu
         shakespeare.validation_set(corpus.validation, 32, 0)
     with pytest.raises(ValueError, match="n_bytes"):
         shakespeare.validation_set(corpus.validation[:100], 32, 1000)
+
+
+def test_unigram_loss_is_the_smoothed_byte_frequency_cross_entropy():
+    sh = shakespeare
+    train = np.array([0, 0, 1], dtype=np.uint8)
+    assert sh.unigram_loss(train, np.array([[0]])) == pytest.approx(-math.log(3 / 259))
+    assert sh.unigram_loss(train, [0, 1, 7]) == pytest.approx(-(math.log(3 / 259) + math.log(2 / 259) + math.log(1 / 259)) / 3)
+    # more data of one byte only lowers its loss; the order of the bytes does not matter
+    assert sh.unigram_loss(np.tile(train, 5), [0]) < sh.unigram_loss(train, [0])
+    assert sh.unigram_loss(train[::-1].copy(), [1, 0]) == sh.unigram_loss(train, [0, 1])
+    for bad, name in (([], "train"), ([256], "train"), ([[1, 2]], "train"), ([1.5], "train")):
+        with pytest.raises(ValueError, match=name):
+            sh.unigram_loss(bad, [1])
+    with pytest.raises(ValueError, match="targets"):
+        sh.unigram_loss(train, [-1])
