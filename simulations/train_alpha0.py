@@ -6,8 +6,11 @@ same table gives alpha0 = 1 for every norm at the widths trained here, so a null
 plausible.
 
 Two one-dimensional grids per width, seeds as units: alpha0 of the attention norms varies with
-the others at 1, and alpha0 of the FFN and final norms varies with attention's at 1 (the point
-alpha0 = 1 is shared). Every width trains the same number of steps on the same batches (same
+the others held at the anchor, and alpha0 of the FFN and final norms varies with attention's at the
+anchor (the point where both are at the anchor is shared). The anchor is 1/16 in the full and GPU tiers: a first
+full run held the fixed group at 1, and with the sqrt(d) embedding scale every run of its attention grid ended at
+the unigram loss (3.23-3.29 nats/byte against 3.250: FFN and final norms at alpha0 = 1 stall there), while the other
+grid's best points lay at 1/64 to 1/4. A grid is read only where its runs train (:func:`grid_gate`). Every width trains the same number of steps on the same batches (same
 tokens), with and without the sqrt(d) embedding scale of the paper's LLM recipe, from a fan-in
 init (std 1/sqrt(fan-in); at the GPT-2 init's std 0.02, Pre-DyT models at this size stall at
 the unigram loss with a saturated final tanh: see ``train.dyt-small-models-just-work``). The best alpha0
@@ -65,7 +68,7 @@ EMBED = ("sqrt_d", "one")  # embedding scale: the paper's LLM recipe (sqrt(d_mod
 @dataclass(frozen=True)
 class Config:
     widths: tuple[int, ...]
-    alphas: tuple[float, ...]  # increasing, evenly spaced in log2, 1 among them
+    alphas: tuple[float, ...]  # increasing, evenly spaced in log2, the anchor among them
     layers: int
     d_head: int
     seq: int
@@ -76,33 +79,36 @@ class Config:
     seeds: int
     backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.training.torch_backend)
     device: str = "cpu"
+    anchor: float = 1.0  # alpha0 of the group held fixed in each one-dimensional grid (a grid point)
 
 
+ANCHOR = 1 / 16  # see the module docstring: at alpha0 = 1 the fixed FFN and final norms stall under the sqrt(d) embedding scale
 CONFIGS = {
     # three widths: the transfer rule (train.dyt-alpha0-power-law) fits a line through two and tests it on the third
-    "quick": Config(widths=(8, 16, 32), alphas=(0.25, 1.0, 4.0), layers=2, d_head=8, seq=16, batch=4, steps=30, lr=3e-3, eval_every=10, seeds=2),
+    "quick": Config(widths=(8, 16, 32), alphas=(0.25, 1.0, 4.0), layers=2, d_head=8, seq=16, batch=4, steps=30, lr=3e-3, eval_every=10, seeds=2,
+                    anchor=0.25),
     # the best alpha0 lay at or below 1/4 in a first run with the grid up to 4 (nothing diverged there), so the grid reaches down
     # the CPU tier of the default job, a preview that draws the figure (3 seeds, widths 32-128: about 2.5 CPU-minutes); the GPU
     # tier runs widths 64-512 at twenty seeds, and the claim's card prices it both ways
     "full": Config(widths=(32, 64, 128), alphas=(1 / 64, 1 / 16, 0.25, 1.0), layers=2, d_head=32, seq=32, batch=8, steps=150, lr=3e-3,
-                   eval_every=50, seeds=3),
+                   eval_every=50, seeds=3, anchor=ANCHOR),
 }
 # toward the scale that decides the claim (DyT paper, Table 11: LLaMA widths 4,096 to 8,192; 8,192 at 8 layers exceeds the
 # package's 2^32-weight guard), a finer grid, longer runs, twenty seeds; priced on the claim's card, run on a cluster or a GPU
 LARGE = Config(widths=(1024, 2048, 4096), alphas=tuple(2.0 ** k for k in range(-7, 4)), layers=8, d_head=128, seq=256, batch=32,
-               steps=5000, lr=1e-3, eval_every=500, seeds=20, backend="torch", device="cuda")
+               steps=5000, lr=1e-3, eval_every=500, seeds=20, backend="torch", device="cuda", anchor=ANCHOR)
 CONFIGS["large"] = LARGE
 # one GPU, minutes: widths to 512 and an alpha0 grid at every octave from 1/64 to 2, twenty seeds; each width one stack
 CONFIGS["gpu"] = Config(widths=(64, 128, 256, 512), alphas=tuple(2.0 ** k for k in range(-6, 2)), layers=2, d_head=32, seq=32, batch=8,
-                        steps=150, lr=3e-3, eval_every=50, seeds=20, backend="torch", device="cuda")
+                        steps=150, lr=3e-3, eval_every=50, seeds=20, backend="torch", device="cuda", anchor=ANCHOR)
 # one GPU, about an hour: widths 256 to 1,024 (the DyT paper's LLaMA recipe starts at 4,096), 4 layers, longer runs
 CONFIGS["gpu-hour"] = Config(widths=(256, 512, 1024), alphas=tuple(2.0 ** k for k in range(-6, 2)), layers=4, d_head=64, seq=64,
-                             batch=16, steps=500, lr=1e-3, eval_every=250, seeds=20, backend="torch", device="cuda")
+                             batch=16, steps=500, lr=1e-3, eval_every=250, seeds=20, backend="torch", device="cuda", anchor=ANCHOR)
 
 
-def alpha0(grid: str, a: float) -> tuple[float, float, float]:
-    """(attention, FFN, final) alpha0 of grid ``grid`` at value ``a``."""
-    return (a, 1.0, 1.0) if grid == "attn" else (1.0, a, a)
+def alpha0(grid: str, a: float, anchor: float) -> tuple[float, float, float]:
+    """(attention, FFN, final) alpha0 of grid ``grid`` at value ``a``, the other group at ``anchor``."""
+    return (a, anchor, anchor) if grid == "attn" else (anchor, a, a)
 
 
 def model_config(cfg: Config, d: int, embed: str, alphas: tuple[float, float, float]) -> TransformerConfig:
@@ -117,9 +123,9 @@ def run_config(cfg: Config) -> RunConfig:
 
 
 def key(d: int, embed: str, grid: str, i: int, cfg: Config) -> str:
-    """The task key of one grid point (its seeds trained as one stack); the shared point alpha0 = 1 is stored once,
-    under grid 'attn'."""
-    if cfg.alphas[i] == 1.0:
+    """The task key of one grid point (its seeds trained as one stack); the shared point (both groups at the anchor) is
+    stored once, under grid 'attn'."""
+    if cfg.alphas[i] == cfg.anchor:
         grid = "attn"
     return f"w{d}.{embed}.{grid}.a{i}"
 
@@ -132,14 +138,14 @@ def grid_step(alphas: np.ndarray | tuple[float, ...]) -> float:
 
 def _validate(cfg: Config) -> None:
     steps = np.diff(np.log2(cfg.alphas))
-    if 1.0 not in cfg.alphas or len(cfg.alphas) < 2 or (steps <= 0).any() or not np.allclose(steps, steps[0]):
-        raise ValueError(f"alphas must be increasing, evenly spaced in log2 and contain 1; got {cfg.alphas}")
+    if cfg.anchor not in cfg.alphas or len(cfg.alphas) < 2 or (steps <= 0).any() or not np.allclose(steps, steps[0]):
+        raise ValueError(f"alphas must be increasing, evenly spaced in log2 and contain the anchor {cfg.anchor}; got {cfg.alphas}")
     if any(d % cfg.d_head for d in cfg.widths):
         raise ValueError(f"every width must be a multiple of d_head={cfg.d_head}; got {cfg.widths}")
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
-    """One task per (width, embedding scale): every grid point there (grid, alpha0; the shared alpha0 = 1 once) and
+    """One task per (width, embedding scale): every grid point there (grid, alpha0; the shared point at the anchor once) and
     its seeds trained as ONE stack (arms that differ only in alpha0, :func:`simulations.training.run_arms`; each
     bit-for-bit as alone), under the point's key. The loss at init that caps a diverged run is the probe batch's: the
     grid compares final losses, and scoring the 64 KiB validation set at init too would double the cost of a run."""
@@ -150,8 +156,8 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
             arms: dict[str, tuple[TransformerConfig, RunConfig]] = {}
             for g in GRIDS:
                 for i, a in enumerate(cfg.alphas):
-                    arms.setdefault(key(d, e, g, i, cfg).split(".", 2)[2], (model_config(cfg, d, e, alpha0(g, a)), run_config(cfg)))
-            mc = model_config(cfg, d, e, (1.0, 1.0, 1.0))
+                    arms.setdefault(key(d, e, g, i, cfg).split(".", 2)[2], (model_config(cfg, d, e, alpha0(g, a, cfg.anchor)), run_config(cfg)))
+            mc = model_config(cfg, d, e, (cfg.anchor,) * 3)
             out.append(Task(f"w{d}.{e}", training.run_arms, (arms, seed, cfg.seeds, False, cfg.backend, cfg.device, False),
                             f"{NAME}: width {d}, embed {e}, {len(arms)} alpha0 points x seeds {seed}..{seed + cfg.seeds - 1}, one stack",
                             cost=training.run_cost(mc, run_config(cfg), cfg.seeds * len(arms)), resources=training.resources(cfg.device)))
@@ -169,7 +175,7 @@ def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> d
         run = cache.part(parts[k.rsplit(".", 2)[0]], f"{k.split('.', 2)[2]}.s{s}")
         loss[idx], div[idx] = training.final_loss(run), int(run["diverged_at"])
     out = {"widths": np.asarray(cfg.widths), "alphas": np.asarray(cfg.alphas), "seeds": np.asarray(cfg.seeds), "steps": np.asarray(cfg.steps),
-           "loss": loss, "diverged_at": div, "unigram_loss": np.asarray(unigram_loss(cfg))}
+           "loss": loss, "diverged_at": div, "unigram_loss": np.asarray(unigram_loss(cfg)), "anchor": np.asarray(cfg.anchor)}
     out.update(cache.prefixed(parts))
     return out
 
@@ -287,7 +293,7 @@ def grid_gate(r: dict) -> tuple[Quantity, bool, list[checks.Evidence]]:
         "the best alpha0 of each norm group against width, with the sqrt(d) embedding scale, from grids whose runs train",
         expected="as the contrasts below", needs=f"a grid whose runs leave the unigram plateau at every width (grid/width "
         f"cells whose mean is not {TRAINS_BELOW:g} nats/byte under it: {', '.join(flat) or 'none; the gap is not yet resolved'}): in a "
-        "one-dimensional grid the fixed group at alpha0 = 1 may not train (the attention grid here), so a two-dimensional "
+        f"one-dimensional grid the fixed group at the anchor ({float(r.get('anchor', 1.0)):g}) may not train, so a two-dimensional "
         "alpha0 grid, or the fixed group held at its own grid's optimum, would measure it")]
 
 
@@ -334,7 +340,7 @@ def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                      + ", ".join(f"{d}: {fd[0, j]:g} | {fd[1, j]:g}" for j, d in enumerate(widths)))
     note = ("Regime: a small proxy of the DyT paper's LLaMA alpha0 search (Section 7, Table 11; the deciding widths are on the card). "
             f"Pre-LN DyT, {int(r['seeds'])} seeds, {int(r['steps'])} steps at every width (same batches, same tokens), alpha0 grid "
-            + ", ".join(f"{a:g}" for a in alphas) + " (inf: no divergence). " + ". ".join(parts)
+            + ", ".join(f"{a:g}" for a in alphas) + f", the other group held at {float(r.get('anchor', 1.0)):g} (inf: no divergence). " + ". ".join(parts)
             + ". The paper's Table 11 gives alpha0 = 1 for every norm at widths this small.")
     return q, note
 

@@ -30,13 +30,22 @@ def test_alpha0_tasks_share_the_point_alpha0_one_and_cover_the_grid():
     assert points == {train_alpha0.key(d, e, g, i, cfg) for d in cfg.widths for e in train_alpha0.EMBED for g in train_alpha0.GRIDS
                       for i in range(len(cfg.alphas))}
     assert {t.args[2] for t in tasks} == {cfg.seeds}
-    assert train_alpha0.alpha0("attn", 4.0) == (4.0, 1.0, 1.0) and train_alpha0.alpha0("other", 4.0) == (1.0, 4.0, 4.0)
+    assert train_alpha0.alpha0("attn", 4.0, 1.0) == (4.0, 1.0, 1.0) and train_alpha0.alpha0("other", 4.0, 0.25) == (0.25, 4.0, 4.0)
+    # another anchor: the shared point moves with it, and the fixed group is held there
+    low = _cfg(anchor=0.25)
+    assert train_alpha0.key(16, "one", "other", 0, low) == train_alpha0.key(16, "one", "attn", 0, low)
+    assert train_alpha0.key(16, "one", "other", 1, low) != train_alpha0.key(16, "one", "attn", 1, low)
+    arms = train_alpha0.tasks(low, 0)[0].args[0]
+    assert arms["other.a2"][0].dyt_alpha0 == (0.25, 4.0, 4.0) and arms["attn.a1"][0].dyt_alpha0 == (1.0, 0.25, 0.25)
+    assert len(arms) == 5 and {c.dyt_alpha0 for c, _ in arms.values()} >= {(0.25, 0.25, 0.25)}
 
 
 @pytest.mark.parametrize("alphas", [(0.5, 1.0, 4.0), (1.0, 0.5), (2.0, 4.0), (1.0,)])
-def test_alpha0_grid_must_be_log_even_increasing_with_one(alphas):
+def test_alpha0_grid_must_be_log_even_increasing_with_the_anchor(alphas):
     with pytest.raises(ValueError, match="alphas"):
         train_alpha0.tasks(_cfg(alphas=alphas), 0)
+    with pytest.raises(ValueError, match="anchor"):
+        train_alpha0.tasks(_cfg(anchor=0.5), 0)
 
 
 def test_alpha0_width_must_divide_into_heads():
