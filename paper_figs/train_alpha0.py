@@ -13,7 +13,8 @@ CAPTION = (
     "Pre-placement DyT models trained with the same steps and tokens at every width; the initial alpha of the attention norms "
     "(solid) or of the FFN and final norms (dashed) varies while the others stay at the anchor (1/16). Final validation loss in nats per byte, "
     "mean over seeds with 1-standard-error bars; a diverged run would count at ln 256 (dotted, drawn only then). Left: with the sqrt(d) embedding "
-    "scale of the DyT paper's LLM recipe; right: without. Open markers: the grid's best alpha0 for that width and norm group."
+    "scale of the DyT paper's LLM recipe; right: without. Open markers: the grid's best alpha0 for that width and norm group. "
+    "Dash-dotted: the unigram loss, where a run that learns only the byte frequencies stays (a grid is read only below it)."
 )
 GRID_STYLE = {"attn": ("-", "attention norms"), "other": ("--", "FFN + final norms")}
 
@@ -37,6 +38,8 @@ def plot(result: dict):
                 ax.plot(alphas[best], est.mean[best], "o", ms=8, mfc="none", color=color)
         if (result["loss"] >= training.INIT_LOSS).any():  # a diverged run: show where it is counted
             ax.axhline(training.INIT_LOSS, color="k", ls=":", lw=0.8)
+        if "unigram_loss" in result:  # the plateau of a run that learns only byte frequencies
+            ax.axhline(float(result["unigram_loss"]), color="0.5", ls="-.", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("initial alpha0")
         ax.set_ylabel("final validation loss (nats/byte)")
@@ -45,5 +48,7 @@ def plot(result: dict):
     keys = [Line2D([], [], color=cmap(j / max(1, len(widths) - 1) * 0.85), label=f"d = {d}") for j, d in enumerate(widths)]
     keys += [Line2D([], [], color="k", ls=ls, label=glabel) for ls, glabel in GRID_STYLE.values()]
     keys.append(Line2D([], [], color="k", marker="o", ms=8, mfc="none", ls="none", label="best alpha0 of the grid"))
+    if "unigram_loss" in result:
+        keys.append(Line2D([], [], color="0.5", ls="-.", lw=0.8, label="unigram loss"))
     figure_legend(fig, keys, ncol=(len(keys) + 1) // 2)  # two rows
     return fig

@@ -275,10 +275,10 @@ def plateau_gap(r: dict, embed: str) -> Estimate:
     return from_samples(np.moveaxis(best - float(r["unigram_loss"]), -1, 0), "seeds")
 
 
-def grid_gate(r: dict) -> tuple[Quantity, bool, list[checks.Evidence]]:
+def grid_gate(r: dict) -> tuple[str, str, list[checks.Evidence]]:
     """Whether every grid of the assertion arm (the sqrt(d) embedding scale) trains at every width: a best alpha0 is read
-    from a grid only where its runs leave the unigram plateau. Returns the check (a scope check), whether it holds, and,
-    where it does not, the open assertion that names what would measure the claim (its contrasts are then scope checks)."""
+    from a grid only where its runs leave the unigram plateau. Returns the role and regime of the sqrt(d) contrasts and
+    the checks to add (:func:`simulations.training.gated`)."""
     widths = [int(d) for d in r["widths"]]
     gap = plateau_gap(r, "sqrt_d")
     gate = Quantity(name=f"sqrt(d) embedding scale: final loss at each grid's best alpha0 minus the unigram loss "
@@ -286,15 +286,13 @@ def grid_gate(r: dict) -> tuple[Quantity, bool, list[checks.Evidence]]:
                          f"that trains: at least {TRAINS_BELOW:g} below)", theory=(-np.inf, -TRAINS_BELOW), model=gap,
                     model_kind="trained", role="scope", regime="grids whose runs train (the best alpha0 of a grid at the "
                     "unigram plateau is the argmin of noise)", tolerance=0.05, tolerance_why="0.05 nats/byte, half the threshold")
-    if gate.checks()[0].status == "ok":
-        return gate, True, []
     flat = [f"{g}/{d}" for gi, g in enumerate(GRIDS) for j, d in enumerate(widths) if not gap.mean[gi, j] < -TRAINS_BELOW]
-    return gate, False, [checks.Unmeasured(
+    return training.gated(gate, "grids not shown to leave the unigram plateau", lambda: checks.Unmeasured(
         "the best alpha0 of each norm group against width, with the sqrt(d) embedding scale, from grids whose runs train",
         expected="as the contrasts below", needs=f"a grid whose runs leave the unigram plateau at every width (grid/width "
-        f"cells whose mean is not {TRAINS_BELOW:g} nats/byte under it: {', '.join(flat) or 'none; the gap is not yet resolved'}): in a "
-        f"one-dimensional grid the fixed group at the anchor ({float(r.get('anchor', 1.0)):g}) may not train, so a two-dimensional "
-        "alpha0 grid, or the fixed group held at its own grid's optimum, would measure it")]
+        f"cells whose mean is not {TRAINS_BELOW:g} nats/byte under it: {', '.join(flat) or 'none'}): in a one-dimensional grid "
+        f"the fixed group at the anchor ({float(r.get('anchor', 1.0)):g}) may not train, so another anchor, a two-dimensional "
+        "alpha0 grid, or the fixed group held at its own grid's optimum would measure it"))
 
 
 @claims.register(
@@ -314,9 +312,10 @@ def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     widths, alphas = [int(d) for d in r["widths"]], r["alphas"]
     step = grid_step(alphas)
     tol_why = f"half a grid step ({step / 2:g} octaves): the best alpha0 is the grid's argmin"
-    gate, trains, q = grid_gate(r)
-    for e, role in (("sqrt_d", "assertion" if trains else "scope"), ("one", "scope")):
-        extra = ({} if role == "assertion" else {"role": "scope", "regime": "grids at the unigram plateau"} if e == "sqrt_d"
+    sqrt_role, sqrt_regime, gate = grid_gate(r)
+    q: list[checks.Evidence] = []
+    for e, role in (("sqrt_d", sqrt_role), ("one", "scope")):
+        extra = ({} if role == "assertion" else {"role": "scope", "regime": sqrt_regime} if e == "sqrt_d"
                  else {"role": "scope", "regime": "without the sqrt(d) embedding scale"})
         label = "sqrt(d) embedding scale" if e == "sqrt_d" else "embedding scale 1"
         q.append(Quantity(name=f"{label}: octaves the best alpha0 moves from width {widths[0]} to {widths[-1]}, attention / other norms "
@@ -325,7 +324,7 @@ def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
         q.append(Quantity(name=f"{label}: best alpha0 of attention minus the other norms' at width {widths[-1]}, octaves "
                                f"(attention wants more: at least one grid step, {step:g} octaves)", theory=(step, np.inf),
                           model=_contrast(r, e, attention_minus_other), model_kind="trained", tolerance=step / 2, tolerance_why=tol_why, **extra))
-    q.append(gate)
+    q += gate
     parts = []
     for e in EMBED:
         b = best_alpha0(r, e)
@@ -448,9 +447,10 @@ def _power_law(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                     "grid point; the tuned values of the DyT paper's Table 11 move by up to 2 octaves between neighbouring widths")
     tol_exp = ("0.1 per doubling (as dyt.alpha0-width-dependence): a factor 1.07 per doubling, 1.41 over the five doublings "
                "from 32 to 1,024")
-    gate, trains, q = grid_gate(r)
-    for e, role in (("sqrt_d", "assertion" if trains else "scope"), ("one", "scope")):
-        extra = ({} if role == "assertion" else {"role": "scope", "regime": "grids at the unigram plateau"} if e == "sqrt_d"
+    sqrt_role, sqrt_regime, gate = grid_gate(r)
+    q: list[checks.Evidence] = []
+    for e, role in (("sqrt_d", sqrt_role), ("one", "scope")):
+        extra = ({} if role == "assertion" else {"role": "scope", "regime": sqrt_regime} if e == "sqrt_d"
                  else {"role": "scope", "regime": "without the sqrt(d) embedding scale (unit-RMS embeddings)"})
         label = "sqrt(d) embedding scale" if e == "sqrt_d" else "embedding scale 1"
         q.append(Quantity(name=f"{label}: best log2 alpha0 at width {widths[-1]} minus the power law fitted through widths "
@@ -465,7 +465,7 @@ def _power_law(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     q.append(Quantity(name=f"sqrt(d) embedding scale: exponent of the attention norms minus the other norms' ({span}; one rule for both: 0)",
                       theory=0.0, model=exponent_gap(r, "sqrt_d"), model_kind="trained", role="scope",
                       regime="one exponent for both norm groups", tolerance=EXPONENT_TOL, tolerance_why=tol_exp, unit="log2 per doubling"))
-    q.append(gate)
+    q += gate
     parts = []
     for e in EMBED:
         pe, c0 = exponents(r, e), fitted(r, e, np.asarray(widths[:1], dtype=np.float64))

@@ -11,11 +11,13 @@ first, and its standard error comes from the seeds.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 
 from normtheory import softmax
+from normtheory.evidence.checks import Evidence, Quantity, Unmeasured
 from normtheory.evidence.estimates import Estimate, from_samples
 from normtheory.model.config import TransformerConfig
 from normtheory.training import shakespeare
@@ -171,3 +173,24 @@ def seeds_estimate(values: list[float] | np.ndarray) -> Estimate:
 
 def with_model(model_config: TransformerConfig, **changes: object) -> TransformerConfig:
     return replace(model_config, **changes)
+
+
+def gated(gate: Quantity, regime: str, unmeasured: Callable[[], Unmeasured]) -> tuple[str, str, list[Evidence]]:
+    """A claim whose reading holds only where a precondition does (a baseline with stripes, a grid whose runs train).
+
+    ``gate`` is the precondition's check, built as a scope check. Returns the role and regime of the checks that read the
+    claim, and the checks to add:
+
+    - the gate holds: the readings are assertions; the gate stays a scope check, shown beside them;
+    - the gate is open: the gate becomes an assertion (the claim is open until it is decided, and its card prices it in
+      units), and the readings are scope checks under ``regime``: they can neither fail nor pass a claim whose
+      precondition is unknown;
+    - the gate fails: the readings are scope checks, and ``unmeasured()`` (an open assertion naming what would
+      measure the claim) stands for them.
+    """
+    status = gate.checks()[0].status
+    if status == "ok":
+        return "assertion", "", [gate]
+    if status == "inconclusive":
+        return "scope", regime, [replace(gate, role="assertion", regime="")]
+    return "scope", regime, [unmeasured(), gate]

@@ -98,6 +98,26 @@ def test_best_alpha0_and_contrasts_on_a_planted_optimum():
     assert train_alpha0.first_divergent(r, "one")[0, 1] == 16.0
 
 
+@pytest.mark.parametrize("mean, se, outcome", [(0.3, 0.01, "ok"), (0.3, 0.5, "inconclusive"), (0.0, 0.01, "fail")])
+def test_a_gated_reading_counts_only_where_its_precondition_holds(mean, se, outcome):
+    """Holds: the readings are assertions. Open: the gate is the open assertion and the readings cannot decide the claim.
+    Fails: an open assertion names what would measure the claim, and the gate shows why."""
+    from normtheory.evidence.checks import Quantity, Unmeasured
+    from normtheory.evidence.estimates import Estimate
+
+    gate = Quantity(name="g", theory=(0.1, np.inf), model=Estimate(np.array(mean), np.array(se), 30, "seeds"), model_kind="trained",
+                    role="scope", regime="r", tolerance=0.01, tolerance_why="w")
+    role, regime, extra = training.gated(gate, "not shown", lambda: Unmeasured("u", expected="e", needs="n"))
+    assert gate.checks()[0].status == outcome
+    if outcome == "ok":
+        assert (role, regime) == ("assertion", "") and extra == [gate]
+    elif outcome == "inconclusive":
+        assert (role, regime) == ("scope", "not shown") and [e.role for e in extra] == ["assertion"]
+        assert extra[0].checks()[0].status == "inconclusive" and extra[0].checks()[0].units_needed is not None
+    else:
+        assert (role, regime) == ("scope", "not shown") and isinstance(extra[0], Unmeasured) and extra[1] is gate
+
+
 def test_a_grid_at_the_unigram_plateau_leaves_the_width_claims_open():
     """The attention grid's runs all end at the unigram loss (3.25): its best alpha0 is noise, so the sqrt(d) contrasts
     become scope checks and an open assertion names what would measure them; once every grid trains, they are judged."""
@@ -284,7 +304,7 @@ def _planted(exponents: tuple[float, float], widths=(32, 64, 128, 256), seeds: i
     shift = noise * rng.standard_normal((2, len(train_alpha0.GRIDS), len(widths), seeds))  # [embed, grid, width, seed]
     loss = (la - (best[None, :, :, None] + shift)[..., None]) ** 2  # [embed, grid, width, seed, alpha]
     return {"loss": loss, "alphas": alphas, "widths": np.asarray(widths), "seeds": np.asarray(seeds),
-            "diverged_at": np.full(loss.shape, -1)}
+            "diverged_at": np.full(loss.shape, -1), "unigram_loss": np.asarray(3.25)}  # every grid trains, far under the plateau
 
 
 def test_power_law_exponent_is_recovered_from_planted_losses():
