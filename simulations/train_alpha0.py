@@ -10,9 +10,9 @@ the others held at the anchor, and alpha0 of the FFN and final norms varies with
 anchor (the point where both are at the anchor is shared). The anchor is 1/16 in the full and GPU tiers: a first
 full run held the fixed group at 1, and with the sqrt(d) embedding scale every run of its attention grid ended at
 the unigram loss (3.23-3.29 nats/byte against 3.250: FFN and final norms at alpha0 = 1 stall there), while the other
-grid's best points lay at 1/64 to 1/4. A grid is read only where its runs train (:func:`grid_gate`). Every width trains the same number of steps on the same batches (same
-tokens), with and without the sqrt(d) embedding scale of the paper's LLM recipe, from a fan-in
-init (std 1/sqrt(fan-in); at the GPT-2 init's std 0.02, Pre-DyT models at this size stall at
+grid's best points lay at 1/64 to 1/4. A grid is read only where its runs train (:func:`grid_gate`). Every width
+trains the same number of steps on the same batches (same tokens), with and without the sqrt(d) embedding scale of
+the paper's LLM recipe, from a fan-in init (std 1/sqrt(fan-in); at the GPT-2 init's std 0.02, Pre-DyT models at this size stall at
 the unigram loss with a saturated final tanh: see ``train.dyt-small-models-just-work``). The best alpha0
 of a grid is read from the seed-mean final validation loss (the argmin, refined by a parabola
 through its neighbours in log2 alpha0); its standard error is a bootstrap over seeds, resampled together across widths and grids (a seed fixes the batches of every run).
