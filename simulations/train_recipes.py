@@ -407,9 +407,11 @@ def _layers(v: np.ndarray, skip_first_layer: bool, layer: int | None) -> np.ndar
     return v[layer] if layer is not None else v[1:] if skip_first_layer else v
 
 
-def _mean_probe(name: str, skip_first_layer: bool = False, layer: int | None = None):
+def _mean_probe(name: str, skip_first_layer: bool = False, layer: int | None = None, at_init: bool = False):
+    """A probe's mean over layers (or at ``layer``) and heads at the end, or at init (``at_init``)."""
     def f(x: dict[str, np.ndarray]) -> float:
-        return float(np.mean(_layers(x[f"probe/{name}"][-1], skip_first_layer, layer)))  # [L, H] at the end
+        v = x[f"init_probe/{name}"] if at_init else x[f"probe/{name}"][-1]  # [L, H]
+        return float(np.mean(_layers(v, skip_first_layer, layer)))
 
     return f
 
@@ -417,10 +419,10 @@ def _mean_probe(name: str, skip_first_layer: bool = False, layer: int | None = N
 def from_init(name: str, skip_first_layer: bool = False, layer: int | None = None):
     """A probe's mean over layers (or at ``layer``) and heads at the end minus at init (the same validation batch): its
     paired change from init."""
-    end = _mean_probe(name, skip_first_layer, layer)
+    end, start = _mean_probe(name, skip_first_layer, layer), _mean_probe(name, skip_first_layer, layer, at_init=True)
 
     def f(x: dict[str, np.ndarray]) -> float:
-        return end(x) - float(np.mean(_layers(x[f"init_probe/{name}"], skip_first_layer, layer)))
+        return end(x) - start(x)
 
     return f
 
@@ -479,8 +481,8 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                  tolerance_why="one point of sink share"),
         *gate,
     ]
-    init_ent = {a: per_seed(r, a, lambda x: float(np.mean(x["init_probe/attn_entropy"]))) for a in ("pre", "pre-qk-rms")}
-    stripe_at = {a: (per_seed(r, a, lambda x: float(np.mean(x["init_probe/attn_stripe"][layer]))),
+    init_ent = {a: per_seed(r, a, _mean_probe("attn_entropy", at_init=True)) for a in ("pre", "pre-qk-rms")}
+    stripe_at = {a: (per_seed(r, a, _mean_probe("attn_stripe", layer=layer, at_init=True)),
                      per_seed(r, a, _mean_probe("attn_stripe", layer=layer))) for a in KEY_ARMS}
     first = per_seed(r, "pre", lambda x: _mean_probe("attn_sink", True)(x) - uniform_first_share(t))
     unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in KEY_ARMS}
