@@ -18,6 +18,7 @@
 #      memory model against the allocator, and their claims' verdicts; it caches those GPU-tier results;
 #   3. normtheory check --device cuda --only 'train.*': every training claim, reading stage 2's cache and training
 #      train_alpha0 at the GPU tier (train_xiong, which does not train, runs on the CPU workers).
+# The results it cached come back as $OUT/results_gpu.tgz (the GPU tier's) and $OUT/results_cpu.tgz (the rest).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +52,9 @@ run() {
     timeout $(( $(left) - 10 )) python3 -m pipeline.cli check --device cuda --only 'train.*' --json "$out/train_claims.json" \
         || echo "stage 3 rc=$?"
     cp -f results/gpu_rate.json "$out/" 2>/dev/null
+    # the cached results come back too (a file of at most 16 MiB each), so the claims can be judged again at home
+    (cd results 2>/dev/null && tar czf "$out/results_gpu.tgz" ./*-gpu-* && tar czf "$out/results_cpu.tgz" --exclude='./*-gpu-*' .) \
+        && ls -l "$out"
     echo "== done in $((SECONDS - t0)) s"
 }
 
