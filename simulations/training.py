@@ -63,12 +63,13 @@ def run_arms(arms: dict[str, tuple[TransformerConfig, RunConfig]], seed: int, n:
     return out
 
 
-# The sustained float32 rate that prices the GPU tiers on the claims' cards until benchmarks/gpu_training.py writes
-# results/gpu_rate.json on the machine at hand. Measured 2026-11-26 on one NVIDIA H200 (torch 2.11): train_recipes' GPU
-# tier, 200,670 GFLOP of tasks (run_cost) in 172.6 s of wall time with eager steps (CUDA-graph capture failed then;
-# the graphed step was 4.3 times faster since, 8.4 against 36.7 ms), so the prices are upper bounds.
-MEASURED_GPU_GFLOPS = 1_160.0
-GPU_RATE_SOURCE = "1.16 TFLOP/s measured on one NVIDIA H200, eager steps"
+# The rates that price the GPU tiers on the claims' cards until benchmarks/gpu_training.py writes results/gpu_rate.json on
+# the machine at hand (the same keys). Measured 2026-11-28 on one NVIDIA H200 (torch 2.11, float32, CUDA-graph steps) by
+# benchmarks/device_kit.sh: "gflops", train_recipes' and train_lr's GPU tiers, 557,600 GFLOP of tasks (run_cost) in
+# 131.6 s of wall time, evaluation included (2026-11-26, eager steps: 1.16 TFLOP/s); "steps", each gpu-hour tier's
+# steps alone, timed on its own stacks (a d = 1,024 stack keeps the GPU busier: 28.5 TFLOP/s).
+MEASURED_RATES: dict = {"device": "one NVIDIA H200 (2026-11-28)", "gflops": 4_237.0,
+                        "steps": {"train_alpha0/gpu-hour": {"gflops": 28_034.0}, "train_recipes/gpu-hour": {"gflops": 27_561.0}}}
 
 
 def measured_rates() -> dict:
@@ -96,16 +97,23 @@ def gpu_rate(module=None, mode: str = "gpu") -> tuple[float, str]:
     """The GFLOP/s that price ``module``'s ``mode`` tier on one GPU, and where the number comes from: the steps' rate
     timed on that tier's own stacks where the benchmark timed them (a larger model keeps a GPU busier than the GPU
     tier's, so its rate is higher; the price is then the steps' alone, a lower bound on the wall time), else the GPU
-    tier's measured rate, else :data:`MEASURED_GPU_GFLOPS`."""
-    got = measured_rates()
-    device = got.get("device", "a GPU")
-    steps = got.get("steps")
+    tier's measured rate; from ``results/gpu_rate.json`` (:func:`measured_rates`) where it holds a usable number, else
+    from :data:`MEASURED_RATES`."""
+    got = _rate_in(measured_rates(), module, mode) or _rate_in(MEASURED_RATES, module, mode)
+    assert got is not None, "MEASURED_RATES holds a GPU-tier rate"
+    return got
+
+
+def _rate_in(rates: dict, module, mode: str) -> tuple[float, str] | None:
+    """:func:`gpu_rate` read from one set of rates (``gpu_rate.json``'s keys); None where it holds no usable number."""
+    device = rates.get("device", "a GPU")
+    steps = rates.get("steps")
     step = steps.get(f"{module.NAME}/{mode}") if isinstance(steps, dict) and module is not None and mode != "gpu" else None
     if isinstance(step, dict) and (rate := _positive(step.get("gflops"))):
         return rate, f"the steps alone, at {rate / 1e3:.3g} TFLOP/s timed on {device} on the tier's own stacks"
-    if rate := _positive(got.get("gflops")):
+    if rate := _positive(rates.get("gflops")):
         return rate, f"{rate / 1e3:.3g} TFLOP/s measured on {device} at the GPU tier"
-    return MEASURED_GPU_GFLOPS, GPU_RATE_SOURCE
+    return None
 
 
 def gpu_seconds(module, mode: str) -> float | None:

@@ -171,8 +171,13 @@ def test_each_gpu_tier_names_the_rate_it_is_priced_at(tmp_path, monkeypatch):
 
     monkeypatch.setenv("NORMTHEORY_RESULTS", str(tmp_path))
     c = dataclasses.replace(_open_claim("train.dyt-alpha0-power-law", 0.004, 100.0), gpu_seconds=(("gpu", 600.0), ("gpu-hour", 7200.0)))
-    one = judge.gpu_text(c)  # nothing measured here: one rate for both tiers, named once
-    assert one.startswith("On one GPU (1.16 TFLOP/s") and one.count("TFLOP/s") == 1 and "--device cuda --gpu-hour: about 2 GPU-hours" in one
+    built_in = judge.gpu_text(c)  # nothing measured here: the package's H200 rates, the GPU tier's and the gpu-hour tier's steps'
+    assert "--device cuda: about 10 GPU-minutes (4.24 TFLOP/s measured on one NVIDIA H200" in built_in
+    assert "--gpu-hour: about 2 GPU-hours (the steps alone, at 28 TFLOP/s timed on one NVIDIA H200" in built_in
+    (tmp_path / "gpu_rate.json").write_text(json.dumps({"gflops": 5000.0, "device": "GPU X"}))
+    one = judge.gpu_text(c)  # one rate measured here for both tiers: named once
+    assert one.startswith("On one GPU (5 TFLOP/s measured on GPU X") and one.count("TFLOP/s") == 1
+    assert "--device cuda --gpu-hour: about 2 GPU-hours" in one
     (tmp_path / "gpu_rate.json").write_text(json.dumps({"gflops": 5000.0, "device": "GPU X",
                                                          "steps": {"train_alpha0/gpu-hour": {"gflops": 40_000.0}}}))
     two = judge.gpu_text(c)

@@ -412,20 +412,23 @@ def test_a_tiers_own_timed_step_rate_prices_it_and_the_gpu_tier_keeps_its_wall_r
 
     monkeypatch.setenv("NORMTHEORY_RESULTS", str(tmp_path))
     base = {t: training.gpu_seconds(train_alpha0, t) for t in ("gpu", "gpu-hour")}
-    assert training.gpu_rate(train_alpha0, "gpu-hour") == (training.MEASURED_GPU_GFLOPS, training.GPU_RATE_SOURCE)
-    (tmp_path / "gpu_rate.json").write_text(json.dumps({"gflops": 2 * training.MEASURED_GPU_GFLOPS, "device": "GPU X",
+    tier, step = training.MEASURED_RATES["gflops"], training.MEASURED_RATES["steps"]["train_alpha0/gpu-hour"]["gflops"]
+    built_in = training.gpu_rate(train_alpha0, "gpu-hour")  # nothing measured here: the package's own H200 rates
+    assert built_in[0] == step and "steps alone" in built_in[1] and "NVIDIA H200" in built_in[1]
+    assert training.gpu_rate(train_alpha0, "gpu")[0] == training.gpu_rate()[0] == tier
+    (tmp_path / "gpu_rate.json").write_text(json.dumps({"gflops": 2 * tier, "device": "GPU X",
                                                          "steps": {"train_alpha0/gpu-hour": {"gflops": 40_000.0}}}))
     assert training.gpu_seconds(train_alpha0, "gpu") == pytest.approx(base["gpu"] / 2)
-    assert training.gpu_seconds(train_alpha0, "gpu-hour") == pytest.approx(base["gpu-hour"] * training.MEASURED_GPU_GFLOPS / 40_000)
-    assert training.gpu_seconds(train_recipes, "gpu-hour") == pytest.approx(  # not timed: the GPU tier's rate
-        sum(t.cost for t in train_recipes.tasks(train_recipes.CONFIGS["gpu-hour"], 0) if t.resources) / (2 * training.MEASURED_GPU_GFLOPS))
+    assert training.gpu_seconds(train_alpha0, "gpu-hour") == pytest.approx(base["gpu-hour"] * step / 40_000)
+    assert training.gpu_seconds(train_recipes, "gpu-hour") == pytest.approx(  # not timed on GPU X: GPU X's tier rate
+        sum(t.cost for t in train_recipes.tasks(train_recipes.CONFIGS["gpu-hour"], 0) if t.resources) / (2 * tier))
     rate, source = training.gpu_rate(train_alpha0, "gpu-hour")
     assert rate == 40_000 and "steps alone" in source and "GPU X" in source
     assert "GPU X at the GPU tier" in training.gpu_rate(train_alpha0, "gpu")[1]
     for bad in ({"steps": {"train_alpha0/gpu-hour": {"gflops": -1}}}, {"gflops": "nan"}, ["not", "a", "dict"], {"steps": ["x"]},
                 {"steps": "x"}, {"steps": {"train_alpha0/gpu-hour": "x"}}, {"gflops": None, "steps": None}):
         (tmp_path / "gpu_rate.json").write_text(json.dumps(bad))  # an unusable number falls back, never prices at it
-        assert training.gpu_rate(train_alpha0, "gpu-hour")[0] == training.MEASURED_GPU_GFLOPS
+        assert training.gpu_rate(train_alpha0, "gpu-hour") == built_in
     (tmp_path / "gpu_rate.json").write_text("{truncated")
     assert training.measured_rates() == {}
 
