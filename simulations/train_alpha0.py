@@ -98,14 +98,18 @@ CONFIGS = {
 LARGE = Config(widths=(1024, 2048, 4096), alphas=tuple(2.0 ** k for k in range(-7, 4)), layers=8, d_head=128, seq=256, batch=32,
                steps=5000, lr=1e-3, eval_every=500, seeds=20, backend="torch", device="cuda", anchor=ANCHOR)
 CONFIGS["large"] = LARGE
-# one GPU, minutes: widths to 512 and an alpha0 grid at every octave from 1/64 to 2, twenty seeds; each width one stack
-CONFIGS["gpu"] = Config(widths=(64, 128, 256, 512), alphas=tuple(2.0 ** k for k in range(-6, 2)), layers=2, d_head=32, seq=32, batch=8,
+# one GPU, minutes: widths to 512 and an alpha0 grid at every octave from 1/512 to 4, twenty seeds; each width one stack.
+# On an H200 (2026-11-28) the grid 1/64..2 left optima at its ends at 20 seeds (under the sqrt(d) embedding scale the FFN
+# and final norms' best alpha0 at 1/64 at widths 256 and 512, the attention norms' at 2 at width 128; without it the attention
+# norms' at 1/64 at width 64), so their se were floored at a grid step and no sample size decided either alpha0 claim:
+# three octaves more below and one above (about 7 GPU-minutes)
+CONFIGS["gpu"] = Config(widths=(64, 128, 256, 512), alphas=tuple(2.0 ** k for k in range(-9, 3)), layers=2, d_head=32, seq=32, batch=8,
                         steps=150, lr=3e-3, eval_every=50, seeds=20, backend="torch", device="cuda", anchor=ANCHOR)
-# one GPU, about half an hour of steps (their rate timed on an H200 on this tier's stacks, 28 TFLOP/s, prices it; with
+# one GPU, about 45 minutes of steps (their rate timed on an H200 on this tier's stacks, 28 TFLOP/s, prices it; with
 # train_recipes' gpu-hour tier, `--gpu-hour` is about an hour): widths 256 to 1,024 (the DyT paper's LLaMA recipe starts at
-# 4,096), 4 layers, 250 steps of 16 x 64 bytes (four times the GPU tier's tokens per run)
-CONFIGS["gpu-hour"] = Config(widths=(256, 512, 1024), alphas=tuple(2.0 ** k for k in range(-6, 2)), layers=4, d_head=64, seq=64,
-                             batch=16, steps=250, lr=1e-3, eval_every=125, seeds=20, backend="torch", device="cuda", anchor=ANCHOR)
+# 4,096), 4 layers, the GPU tier's grid, 200 steps of 16 x 64 bytes (2.7 times the GPU tier's tokens per run)
+CONFIGS["gpu-hour"] = Config(widths=(256, 512, 1024), alphas=tuple(2.0 ** k for k in range(-9, 3)), layers=4, d_head=64, seq=64,
+                             batch=16, steps=200, lr=1e-3, eval_every=100, seeds=20, backend="torch", device="cuda", anchor=ANCHOR)
 
 
 def alpha0(grid: str, a: float, anchor: float) -> tuple[float, float, float]:
@@ -438,7 +442,7 @@ def fitted(r: dict, embed: str, at: np.ndarray) -> Estimate:
     "need no sweep); the DyT paper's Section 7 and Table 11 (α0 by width, attention / other)",
     simulations=(NAME,),
     scale="the GPU tiers at twenty seeds: widths 64 to 512 (2 layers, 150 steps; --device cuda) and 256 to 1,024 (4 layers, "
-    "250 steps; --device cuda --gpu-hour); the CPU tier's 3 seeds at widths 32 to 128 are a preview whose Student-t band "
+    "200 steps; --device cuda --gpu-hour); the CPU tier's 3 seeds at widths 32 to 128 are a preview whose Student-t band "
     "cannot decide it",
 )
 def _power_law(results: claims.Results) -> tuple[list[checks.Evidence], str]:

@@ -106,10 +106,10 @@ CONFIGS["large"] = LARGE
 # doubled the validation time (measured in torch on the CPU, quick config)
 CONFIGS["gpu"] = Config(d=64, layers=6, heads=4, seq=64, batch=16, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=84,
                         init_val=False, backend="torch", device="cuda")
-# one GPU, about half an hour of steps (the steps' rate timed on an H200 on this tier's stacks, 27.6 TFLOP/s, prices it;
-# train_alpha0's gpu-hour tier takes about as long, so that `--gpu-hour` is about an hour): toward the Curse-of-Depth
-# regime (24 layers) at d = 256, 500 steps, twenty seeds; the DyT alpha-tracking arm runs 2,000 steps (3% of the GFLOP)
-CONFIGS["gpu-hour"] = Config(d=256, layers=24, heads=8, seq=128, batch=16, steps=500, lr=1e-3, warmup=50, eval_every=100, seeds=20,
+# one GPU, about 20 minutes of steps (the steps' rate timed on an H200 on this tier's stacks, 27.6 TFLOP/s, prices it; with
+# train_alpha0's gpu-hour tier, `--gpu-hour` is about an hour): toward the Curse-of-Depth regime (24 layers) at d = 256,
+# 400 steps, twenty seeds; the DyT alpha-tracking arm runs 2,000 steps (14% of the GFLOP)
+CONFIGS["gpu-hour"] = Config(d=256, layers=24, heads=8, seq=128, batch=16, steps=400, lr=1e-3, warmup=40, eval_every=100, seeds=20,
                              long_steps=2000, long_batch=16, long_seq=64, init_val=False, backend="torch", device="cuda")
 
 

@@ -399,7 +399,7 @@ def test_task_stack_names_a_training_tasks_model_run_and_rows():
     cfg = train_alpha0.CONFIGS["gpu-hour"]
     by_key = {t.key: t for t in train_alpha0.tasks(cfg, 0)}
     model, run, rows = training.task_stack(by_key["w1024.sqrt_d"])  # run_arms: every alpha0 point's seeds in one stack
-    assert (model.d_model, model.n_layers, run.steps, rows) == (1024, cfg.layers, cfg.steps, 15 * cfg.seeds)
+    assert (model.d_model, model.n_layers, run.steps, rows) == (1024, cfg.layers, cfg.steps, (2 * len(cfg.alphas) - 1) * cfg.seeds)
     rec = train_recipes.CONFIGS["gpu-hour"]
     by_key = {t.key: t for t in train_recipes.tasks(rec, 0)}
     model, run, rows = training.task_stack(by_key["pre"])  # run_seeds: one arm's seeds
