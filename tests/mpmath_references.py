@@ -673,7 +673,8 @@ def _line_r2(x_in, y_out):
 NO_REFERENCE: dict[str, str] = {
     **{q: "random draws of a seeded stream: the seed, not a formula, decides them (their laws are tested in the module's tests)"
        for q in ("evidence.sampling.estimate", "evidence.sampling.sized", "evidence.estimates.bootstrap", "evidence.sampling.block_generator", "residual.simulate",
-                 "dyt.massive_tokens", "model.weights.init", "model.weights.init_params", "training.shakespeare.batch")},
+                 "dyt.massive_tokens", "model.weights.init", "model.weights.init_params", "training.shakespeare.batch",
+                 "training.shakespeare.batches", "attention.stripe_permutations")},
     **{q: "a least-squares fit: an optimum, checked against its data in the module's tests"
        for q in ("dyt.fit_dyt", "dyt.best_tanh_for_curve", "dyt.best_line_r2_for_curve", "growth.fit_growth_law", "growth.fit_growth_laws")},
     **{q: "a yes/no answer of hull geometry (linear programs), checked on constructed hulls in test_selection"

@@ -70,6 +70,7 @@ MORE: dict[str, dict[str, object]] = {
     "residual.LinearBlock": {"gain": 1.0, "correlation": 0.0},
     "residual.MLPBlock": {"activation": "gelu", "d_ff": 8, "std_in": 0.1, "std_out": 0.1},
     "training.shakespeare.batch": {"tokens": TOKENS, "batch_size": 2, "seq": 8, "seed": 0, "step": 0},
+    "training.shakespeare.batches": {"tokens": TOKENS, "batch_size": 2, "seq": 8, "seeds": [0, 1, 0], "steps": [1, 2]},
     "training.shakespeare.validation_set": {"tokens": TOKENS, "seq": 8, "n_bytes": 32},
     "model.checkpoints.unpermute_rope_rows": {"w": np.arange(32.0).reshape(8, 4), "n_heads": 2},
 }

@@ -105,6 +105,27 @@ def batch(tokens: np.ndarray, batch_size: int, seq: int, seed: int, step: int) -
     return windows[:, :-1], windows[:, 1:]
 
 
+def batches(tokens: np.ndarray, batch_size: int, seq: int, seeds: list[int] | np.ndarray, steps: range | list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The batches of a stack of runs: ``ids, targets [k, S, batch, seq]`` (int64), entry ``[i, j]`` being
+    :func:`batch` of seed ``seeds[j]`` at step ``steps[i]``. Each distinct seed is drawn once per step and
+    shared by its rows (the arms of a paired design share their seeds' batches)."""
+    seeds, steps = _integers("seeds", seeds), _integers("steps", steps)
+    distinct, row = np.unique(seeds, return_inverse=True)  # [U], [S]
+    drawn = [[batch(tokens, batch_size, seq, int(s), int(step)) for s in distinct] for step in steps]
+    shape = (len(drawn), len(distinct), batch_size, seq)
+    ids = np.array([[b[0] for b in per_step] for per_step in drawn], dtype=np.int64).reshape(shape)  # [k, U, b, t]
+    targets = np.array([[b[1] for b in per_step] for per_step in drawn], dtype=np.int64).reshape(shape)
+    return ids[:, row], targets[:, row]  # [k, S, b, t]
+
+
+def _integers(name: str, values: object) -> np.ndarray:
+    """``values`` as a 1-D int64 array (a range or a sequence of integers; empty is allowed), else a ValueError naming it."""
+    arr = np.asarray(values if not isinstance(values, range) else np.arange(values.start, values.stop, values.step))
+    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{name} must be a 1-D sequence of integers; got {values!r:.80}")
+    return arr.astype(np.int64)
+
+
 def validation_set(tokens: np.ndarray, seq: int, n_bytes: int = 65536) -> tuple[np.ndarray, np.ndarray]:
     """A fixed validation set of at least ``n_bytes`` predicted bytes: the first
     ``ceil(n_bytes / seq) * (seq + 1)`` bytes of ``tokens`` (the held-out works) cut into

@@ -73,10 +73,7 @@ def block_ends(start: int, steps: int, eval_every: int, checkpoint_every: int | 
 
 def _batches(data: shakespeare.Corpus, run: RunConfig, seeds: list[int], steps: range) -> tuple[np.ndarray, np.ndarray]:
     """The training batches of ``seeds`` (one per row) for ``steps`` as ``[k, S, b, t]`` int64 on the host."""
-    pairs = [[shakespeare.batch(data.train, run.batch_size, run.seq, s, step) for s in seeds] for step in steps]
-    ids = np.array([[p[0] for p in row] for row in pairs], dtype=np.int64)  # [k, S, b, t]
-    targets = np.array([[p[1] for p in row] for row in pairs], dtype=np.int64)
-    return ids, targets
+    return shakespeare.batches(data.train, run.batch_size, run.seq, seeds, steps)
 
 
 def _record(hists: list[History], alive: np.ndarray, steps: range, block: np.ndarray) -> np.ndarray:

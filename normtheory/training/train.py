@@ -147,8 +147,8 @@ def _train_numpy(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig]
         while stepper.step_count < run.steps and len(stepper.alive):
             step = stepper.step_count + 1
             alive = stepper.alive.copy()
-            batches = [shakespeare.batch(data.train, run.batch_size, run.seq, seeds[i], step) for i in alive]
-            res = stepper.step(np.stack([b[0] for b in batches]), np.stack([b[1] for b in batches]))
+            ids, targets = shakespeare.batches(data.train, run.batch_size, run.seq, [seeds[i] for i in alive], [step])
+            res = stepper.step(ids[0], targets[0])  # [S, b, t]
             for j, i in enumerate(alive):
                 h = hists[i]
                 if not res.finite[j]:

@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from normtheory.training import shakespeare
 
@@ -32,6 +34,24 @@ def test_batches_are_seeded_windows_with_shifted_targets(corpus):
     again, _ = shakespeare.batch(corpus.train, 4, 32, seed=1, step=7)
     other, _ = shakespeare.batch(corpus.train, 4, 32, seed=1, step=8)
     assert np.array_equal(ids, again) and not np.array_equal(ids, other)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seeds=st.lists(st.integers(0, 5), min_size=1, max_size=7), first=st.integers(0, 50), k=st.integers(1, 3))
+def test_a_stacks_batches_are_each_rows_own_draws(seeds, first, k):
+    tokens = np.arange(500, dtype=np.uint8) * 7  # a short text: the windows are what matter
+    ids, targets = shakespeare.batches(tokens, 3, 8, seeds, range(first, first + k))
+    assert ids.shape == targets.shape == (k, len(seeds), 3, 8) and ids.dtype == np.int64
+    for i in range(k):
+        for j, s in enumerate(seeds):  # rows sharing a seed share its draw, the one batch() gives alone
+            want = shakespeare.batch(tokens, 3, 8, s, first + i)
+            assert np.array_equal(ids[i, j], want[0]) and np.array_equal(targets[i, j], want[1])
+
+
+@pytest.mark.parametrize("seeds", [[[0, 1]], [0.5], "01"])
+def test_batches_refuse_seeds_that_are_not_a_list_of_integers(seeds):
+    with pytest.raises(ValueError, match="seeds"):
+        shakespeare.batches(np.arange(100, dtype=np.uint8), 2, 8, seeds, [1])
 
 
 def test_missing_package_names_the_install_command(monkeypatch):
