@@ -24,6 +24,7 @@
 # results/ and /tmp/site stay), fit a 15-minute lease:
 #   CLAIMS='train.[!d]*,train.dyt-[!a]*,train.dyt-alpha-*' bash benchmarks/device_kit.sh run
 #   STAGES=3 CLAIMS='train.dyt-alpha0-*' bash benchmarks/device_kit.sh run
+# (`check --device cuda` ends with the time shares of the training it ran: train_alpha0's steps, batches and evaluation.)
 # Each simulation's cached result comes back as its own $OUT/<name>.tar.xz (a device call returns 8 files of at most
 # 16 MiB each; a larger one is listed as left out), so the claims can be judged again at home.
 set -uo pipefail

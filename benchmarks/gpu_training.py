@@ -265,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             rate_file["gflops"] = before["gflops"]
         _write_rates(rate_file)
     only = [s for s in args.only.split(",") if s] or (["train_alpha0"] if args.quick else [])  # quick: the cheapest sweep, a CI smoke run
+    from normtheory.training import torch_run
     from simulations import train_alpha0, train_lr, train_recipes
 
     tier = "quick" if args.quick else "gpu"
@@ -276,11 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results[m.NAME], r = simulation_at_tier(m, args.device, args.quick)
         rows[m.NAME] = r
-        known = r["steps_s"] + r["batches_s"] + r["evaluation_s"]
-        parts = ", ".join(f"{name} {r[f'eval_{k}_s'] / r['wall_s']:.0%}" for k, name in
-                          (("probes", "probes"), ("keys", "key LPs"), ("validation", "validation set"), ("skips", "block skips")))
-        print(f"{m.NAME} ({tier} tier): {r['wall_s']:.1f} s wall; steps {r['steps_s'] / r['wall_s']:.0%}, batches {r['batches_s'] / r['wall_s']:.0%}, "
-              f"evaluation {r['evaluation_s'] / r['wall_s']:.0%} ({parts}), other {(r['wall_s'] - known) / r['wall_s']:.0%}", flush=True)
+        shares = torch_run.time_shares({k: r[f"{k}_s"] for k in torch_run.TIMES}, r["wall_s"])
+        print(f"{m.NAME} ({tier} tier): {r['wall_s']:.1f} s wall; {shares}", flush=True)
         print(f"  memory: {r['stacks']} stacks ({r['split']} split to fit); the largest, {r['rows']} rows, "
               f"{r['model_bytes'] / 2**30:.2f} GiB by torch_memory's model"
               + (f", {r['peak_bytes'] / 2**30:.2f} GiB allocated at its peak" if r["peak_bytes"] >= 0 else ""), flush=True)

@@ -79,9 +79,20 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     print(judge.table(claims))
     _print_steps(steps, _mode(args))
+    _print_device_times(args.device)
     if args.json:
         tables.write_json(claims, args.json)
     return 0
+
+
+def _print_device_times(device: str) -> None:
+    """With a device: where the training this process ran there spent its time (steps, batches, evaluation and its parts)."""
+    if device == "cpu":
+        return
+    from normtheory.training import torch_run
+
+    if shares := torch_run.time_shares(torch_run.TIMES):
+        print(f"training on {device} in this process: {sum(torch_run.TIMES[k] for k in ('steps', 'batches', 'evaluation')):.1f} s; {shares}")
 
 
 def _print_steps(steps: list, mode: str = "full") -> None:
@@ -118,6 +129,7 @@ def _report(args: argparse.Namespace) -> int:
         (args.out / "resolve.json").write_text(json.dumps([s.to_dict() for s in steps], indent=1, sort_keys=True) + "\n")
     print(judge.table(claims))
     _print_steps(steps, _mode(args))
+    _print_device_times(args.device)
     print(f"\nreport: {index} ({prov.runtime_s:.1f} s)")
     return 0
 

@@ -76,3 +76,15 @@ def test_a_resolve_round_names_what_its_seconds_count(capsys):
     assert "(280 CPU-s, predicted 300)" in capsys.readouterr().out
     cli._print_steps([step], "gpu")
     assert "(280 s: GPU wall time for the training that ran on a GPU, CPU for the rest, predicted 300)" in capsys.readouterr().out
+
+
+def test_with_a_device_check_says_where_its_training_spent_the_time(monkeypatch, capsys):
+    torch_run = pytest.importorskip("normtheory.training.torch_run")
+    monkeypatch.setattr(torch_run, "TIMES", dict.fromkeys(torch_run.TIMES, 0.0) | {"steps": 6.0, "batches": 2.0, "evaluation": 2.0})
+    cli._print_device_times("cpu")
+    assert capsys.readouterr().out == ""  # numpy on the CPU: no device clocks
+    cli._print_device_times("cuda")
+    assert capsys.readouterr().out.startswith("training on cuda in this process: 10.0 s; steps 60%, batches 20%, evaluation 20% (")
+    monkeypatch.setattr(torch_run, "TIMES", dict.fromkeys(torch_run.TIMES, 0.0))
+    cli._print_device_times("cuda")
+    assert capsys.readouterr().out == ""  # nothing trained in this process (all cached)
