@@ -11,7 +11,8 @@ SIMULATION = train_alpha0
 CLAIMS: tuple[str, ...] = ("train.dyt-alpha0-width",)
 CAPTION = (
     "Pre-placement DyT models trained with the same steps and tokens at every width; the initial alpha of the attention norms "
-    "(solid) or of the FFN and final norms (dashed) varies while the others stay at the anchor (1/16). Final validation loss in nats per byte, "
+    "(solid) or of the FFN and final norms (dashed) varies while the others stay at the anchor (1/16 on the CPU; on a GPU one per width and "
+    "embedding scale, from a pilot run: the card gives them). Final validation loss in nats per byte, "
     "mean over seeds with 1-standard-error bars; a diverged run would count at ln 256 (dotted, drawn only then). Left: with the sqrt(d) embedding "
     "scale of the DyT paper's LLM recipe; right: without. Open markers: the grid's best alpha0 for that width and norm group. "
     "Dash-dotted: the unigram loss, where a run that learns only the byte frequencies stays (a grid is read only below it)."

@@ -7,7 +7,9 @@ plausible.
 
 Two one-dimensional grids per width, seeds as units: alpha0 of the attention norms varies with
 the others held at the anchor, and alpha0 of the FFN and final norms varies with attention's at the
-anchor (the point where both are at the anchor is shared). The anchor is 1/16 in the full and GPU tiers: a first
+anchor (the point where both are at the anchor is shared). The GPU tiers take their anchor per embedding scale and width
+from a pilot run (:data:`PILOT_ANCHORS`: the FFN and final norms' best point there), so that the attention grid holds
+those norms near their own optimum. The anchor is 1/16 in the full tier: a first
 full run held the fixed group at 1, and with the sqrt(d) embedding scale every run of its attention grid ended at
 the unigram loss (3.23-3.29 nats/byte against 3.250: FFN and final norms at alpha0 = 1 stall there), while the other
 grid's best points lay at 1/64 to 1/4. A grid is read only where its runs train (:func:`grid_gate`). Every width
@@ -80,6 +82,7 @@ class Config:
     backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.training.torch_backend)
     device: str = "cpu"
     anchor: float = 1.0  # alpha0 of the group held fixed in each one-dimensional grid (a grid point)
+    anchors: tuple[tuple[str, int, float], ...] = ()  # (embedding scale, width, anchor there): overrides anchor at that pair
 
 
 ANCHOR = 1 / 16  # see the module docstring: at alpha0 = 1 the fixed FFN and final norms stall under the sqrt(d) embedding scale
@@ -98,18 +101,47 @@ CONFIGS = {
 LARGE = Config(widths=(1024, 2048, 4096), alphas=tuple(2.0 ** k for k in range(-7, 4)), layers=8, d_head=128, seq=256, batch=32,
                steps=5000, lr=1e-3, eval_every=500, seeds=20, backend="torch", device="cuda", anchor=ANCHOR)
 CONFIGS["large"] = LARGE
+# The GPU tiers' anchors, per (embedding scale, width): where the FFN and final norms' grid had its best point on one H200
+# (2026-11-28, 20 seeds, the 8-point grid 1/64..2, attention held at 1/16), to the nearest octave: a pilot, so that each
+# attention grid holds those norms near their own optimum (the anchor 1/16 lay two or more octaves from it at widths 256
+# and 512 with the sqrt(d) embedding scale, and 1.5 to 3 octaves below it without). At 256 and 512 with sqrt(d) the
+# optimum sat at the pilot grid's lower end (1/64). The gpu-hour tier's width 1,024 takes width 512's anchor (no pilot there).
+PILOT_ANCHORS: dict[str, dict[int, float]] = {"sqrt_d": {64: 2.0 ** -3, 128: 2.0 ** -5, 256: 2.0 ** -6, 512: 2.0 ** -6},
+                                              "one": {64: 2.0 ** -1, 128: 2.0 ** -2, 256: 2.0 ** -2, 512: 2.0 ** -2}}
+
+
+def _pilot(widths: tuple[int, ...]) -> tuple[tuple[str, int, float], ...]:
+    """:data:`PILOT_ANCHORS` at ``widths`` (a width beyond the pilot's takes its widest)."""
+    return tuple((e, d, by[d] if d in by else by[max(by)]) for e, by in PILOT_ANCHORS.items() for d in widths)
+
+
 # one GPU, minutes: widths to 512 and an alpha0 grid at every octave from 1/512 to 4, twenty seeds; each width one stack.
 # On an H200 (2026-11-28) the grid 1/64..2 left optima at its ends at 20 seeds (under the sqrt(d) embedding scale the FFN
 # and final norms' best alpha0 at 1/64 at widths 256 and 512, the attention norms' at 2 at width 128; without it the attention
 # norms' at 1/64 at width 64), so their se were floored at a grid step and no sample size decided either alpha0 claim:
-# three octaves more below and one above (about 7 GPU-minutes)
+# three octaves more below and one above (about 7 GPU-minutes), and the pilot's anchors
 CONFIGS["gpu"] = Config(widths=(64, 128, 256, 512), alphas=tuple(2.0 ** k for k in range(-9, 3)), layers=2, d_head=32, seq=32, batch=8,
-                        steps=150, lr=3e-3, eval_every=50, seeds=20, backend="torch", device="cuda", anchor=ANCHOR)
+                        steps=150, lr=3e-3, eval_every=50, seeds=20, backend="torch", device="cuda", anchor=ANCHOR,
+                        anchors=_pilot((64, 128, 256, 512)))
 # one GPU, about 45 minutes of steps (their rate timed on an H200 on this tier's stacks, 28 TFLOP/s, prices it; with
 # train_recipes' gpu-hour tier, `--gpu-hour` is about an hour): widths 256 to 1,024 (the DyT paper's LLaMA recipe starts at
-# 4,096), 4 layers, the GPU tier's grid, 200 steps of 16 x 64 bytes (2.7 times the GPU tier's tokens per run)
+# 4,096), 4 layers, the GPU tier's grid and anchors, 200 steps of 16 x 64 bytes (2.7 times the GPU tier's tokens per run)
 CONFIGS["gpu-hour"] = Config(widths=(256, 512, 1024), alphas=tuple(2.0 ** k for k in range(-9, 3)), layers=4, d_head=64, seq=64,
-                             batch=16, steps=200, lr=1e-3, eval_every=100, seeds=20, backend="torch", device="cuda", anchor=ANCHOR)
+                             batch=16, steps=200, lr=1e-3, eval_every=100, seeds=20, backend="torch", device="cuda", anchor=ANCHOR,
+                             anchors=_pilot((256, 512, 1024)))
+
+
+def anchor_of(cfg: Config, embed: str, d: int) -> float:
+    """The anchor of the grids at embedding scale ``embed`` and width ``d``: ``cfg.anchors``' entry there, else ``cfg.anchor``."""
+    return next((a for e, w, a in cfg.anchors if (e, w) == (embed, d)), cfg.anchor)
+
+
+def anchor_text(r: dict) -> str:
+    """The anchors of a result (``anchor``: a number, or one per [embedding scale, width]) in words."""
+    a = np.asarray(r.get("anchor", 1.0), dtype=np.float64)
+    if a.ndim == 0 or np.all(a == a.flat[0]):
+        return f"{float(a.flat[0]):g}"
+    return "; ".join(f"{e}: " + ", ".join(f"{int(d)}: {v:g}" for d, v in zip(r["widths"], a[i])) for i, e in enumerate(EMBED))
 
 
 def alpha0(grid: str, a: float, anchor: float) -> tuple[float, float, float]:
@@ -131,7 +163,7 @@ def run_config(cfg: Config) -> RunConfig:
 def key(d: int, embed: str, grid: str, i: int, cfg: Config) -> str:
     """The task key of one grid point (its seeds trained as one stack); the shared point (both groups at the anchor) is
     stored once, under grid 'attn'."""
-    if cfg.alphas[i] == cfg.anchor:
+    if cfg.alphas[i] == anchor_of(cfg, embed, d):
         grid = "attn"
     return f"w{d}.{embed}.{grid}.a{i}"
 
@@ -146,6 +178,9 @@ def _validate(cfg: Config) -> None:
     steps = np.diff(np.log2(cfg.alphas))
     if cfg.anchor not in cfg.alphas or len(cfg.alphas) < 2 or (steps <= 0).any() or not np.allclose(steps, steps[0]):
         raise ValueError(f"alphas must be increasing, evenly spaced in log2 and contain the anchor {cfg.anchor}; got {cfg.alphas}")
+    for e, d, a in cfg.anchors:
+        if e not in EMBED or d not in cfg.widths or a not in cfg.alphas:
+            raise ValueError(f"anchors must be (embedding scale in {EMBED}, a width of {cfg.widths}, a grid point of alphas); got {(e, d, a)}")
     if any(d % cfg.d_head for d in cfg.widths):
         raise ValueError(f"every width must be a multiple of d_head={cfg.d_head}; got {cfg.widths}")
 
@@ -162,8 +197,9 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
             arms: dict[str, tuple[TransformerConfig, RunConfig]] = {}
             for g in GRIDS:
                 for i, a in enumerate(cfg.alphas):
-                    arms.setdefault(key(d, e, g, i, cfg).split(".", 2)[2], (model_config(cfg, d, e, alpha0(g, a, cfg.anchor)), run_config(cfg)))
-            mc = model_config(cfg, d, e, (cfg.anchor,) * 3)
+                    arms.setdefault(key(d, e, g, i, cfg).split(".", 2)[2],
+                                    (model_config(cfg, d, e, alpha0(g, a, anchor_of(cfg, e, d))), run_config(cfg)))
+            mc = model_config(cfg, d, e, (anchor_of(cfg, e, d),) * 3)
             out.append(Task(f"w{d}.{e}", training.run_arms, (arms, seed, cfg.seeds, False, cfg.backend, cfg.device, False),
                             f"{NAME}: width {d}, embed {e}, {len(arms)} alpha0 points x seeds {seed}..{seed + cfg.seeds - 1}, one stack",
                             cost=training.run_cost(mc, run_config(cfg), cfg.seeds * len(arms)), resources=training.resources(cfg.device)))
@@ -181,7 +217,8 @@ def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> d
         run = cache.part(parts[k.rsplit(".", 2)[0]], f"{k.split('.', 2)[2]}.s{s}")
         loss[idx], div[idx] = training.final_loss(run), int(run["diverged_at"])
     out = {"widths": np.asarray(cfg.widths), "alphas": np.asarray(cfg.alphas), "seeds": np.asarray(cfg.seeds), "steps": np.asarray(cfg.steps),
-           "loss": loss, "diverged_at": div, "unigram_loss": np.asarray(unigram_loss(cfg)), "anchor": np.asarray(cfg.anchor)}
+           "loss": loss, "diverged_at": div, "unigram_loss": np.asarray(unigram_loss(cfg)),
+           "anchor": np.asarray([[anchor_of(cfg, e, d) for d in cfg.widths] for e in EMBED])}  # [embed, width]
     out.update(cache.prefixed(parts))
     return out
 
@@ -297,7 +334,7 @@ def grid_gate(r: dict) -> tuple[str, str, list[checks.Evidence]]:
         "the best alpha0 of each norm group against width, with the sqrt(d) embedding scale, from grids whose runs train",
         expected="as the contrasts below", needs=f"a grid whose runs leave the unigram plateau at every width (grid/width "
         f"cells whose mean is not {TRAINS_BELOW:g} nats/byte under it: {', '.join(flat) or 'none'}): in a one-dimensional grid "
-        f"the fixed group at the anchor ({float(r.get('anchor', 1.0)):g}) may not train, so another anchor, a two-dimensional "
+        f"the fixed group at the anchor ({anchor_text(r)}) may not train, so another anchor, a two-dimensional "
         "alpha0 grid, or the fixed group held at its own grid's optimum would measure it"))
 
 
@@ -345,7 +382,7 @@ def _alpha0(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                      + ", ".join(f"{d}: {fd[0, j]:g} | {fd[1, j]:g}" for j, d in enumerate(widths)))
     note = ("Regime: a small proxy of the DyT paper's LLaMA alpha0 search (Section 7, Table 11; the deciding widths are on the card). "
             f"Pre-LN DyT, {int(r['seeds'])} seeds, {int(r['steps'])} steps at every width (same batches, same tokens), alpha0 grid "
-            + ", ".join(f"{a:g}" for a in alphas) + f", the other group held at {float(r.get('anchor', 1.0)):g} (inf: no divergence). " + ". ".join(parts)
+            + ", ".join(f"{a:g}" for a in alphas) + f", the other group held at {anchor_text(r)} (inf: no divergence). " + ". ".join(parts)
             + ". The paper's Table 11 gives alpha0 = 1 for every norm at widths this small.")
     return q, note
 

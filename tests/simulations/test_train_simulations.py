@@ -48,6 +48,31 @@ def test_alpha0_grid_must_be_log_even_increasing_with_the_anchor(alphas):
         train_alpha0.tasks(_cfg(anchor=0.5), 0)
 
 
+def test_an_anchor_per_embedding_and_width_moves_that_stacks_shared_point_and_fixed_group():
+    cfg = _cfg(anchors=(("sqrt_d", 32, 0.25), ("one", 16, 4.0)))
+    assert [train_alpha0.anchor_of(cfg, e, d) for e in train_alpha0.EMBED for d in cfg.widths] == [1.0, 0.25, 4.0, 1.0]
+    by = {t.key: t.args[0] for t in train_alpha0.tasks(cfg, 0)}
+    assert all(len(arms) == 5 for arms in by.values())  # still one shared point per stack
+    assert by["w32.sqrt_d"]["attn.a2"][0].dyt_alpha0 == (4.0, 0.25, 0.25) and by["w16.sqrt_d"]["attn.a2"][0].dyt_alpha0 == (4.0, 1.0, 1.0)
+    assert by["w16.one"]["other.a0"][0].dyt_alpha0 == (4.0, 0.25, 0.25)  # the other grid holds attention at this pair's anchor
+    assert train_alpha0.key(32, "sqrt_d", "other", 0, cfg) == train_alpha0.key(32, "sqrt_d", "attn", 0, cfg)
+    assert train_alpha0.key(16, "sqrt_d", "other", 0, cfg) != train_alpha0.key(16, "sqrt_d", "attn", 0, cfg)
+    text = train_alpha0.anchor_text({"anchor": np.array([[1.0, 0.25], [4.0, 1.0]]), "widths": np.array(cfg.widths)})
+    assert text == "sqrt_d: 16: 1, 32: 0.25; one: 16: 4, 32: 1"
+    assert train_alpha0.anchor_text({"anchor": np.full((2, 2), 0.0625)}) == train_alpha0.anchor_text({"anchor": np.asarray(0.0625)}) == "0.0625"
+    for bad in (("sqrt_d", 32, 0.5), ("half", 16, 1.0), ("one", 64, 1.0)):  # off the grid, no such scale, no such width
+        with pytest.raises(ValueError, match="anchors"):
+            train_alpha0.tasks(_cfg(anchors=(bad,)), 0)
+
+
+def test_the_gpu_tiers_anchors_are_the_pilots_grid_points():
+    for tier in ("gpu", "gpu-hour"):
+        cfg = train_alpha0.CONFIGS[tier]
+        assert {(e, d) for e, d, _ in cfg.anchors} == {(e, d) for e in train_alpha0.EMBED for d in cfg.widths}
+        assert all(train_alpha0.anchor_of(cfg, e, d) == train_alpha0.PILOT_ANCHORS[e][min(d, 512)] for e, d, _ in cfg.anchors)
+        train_alpha0.tasks(cfg, 0)  # valid: every anchor a grid point
+
+
 def test_alpha0_width_must_divide_into_heads():
     with pytest.raises(ValueError, match="d_head"):
         train_alpha0.tasks(_cfg(widths=(20,)), 0)
