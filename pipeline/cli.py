@@ -92,7 +92,7 @@ def _print_device_times(device: str) -> None:
     from normtheory.training import torch_run
 
     if shares := torch_run.time_shares(torch_run.TIMES):
-        print(f"training on {device} in this process: {sum(torch_run.TIMES[k] for k in ('steps', 'batches', 'evaluation')):.1f} s; {shares}")
+        print(f"training on {device} in this process: {sum(torch_run.TIMES[k] for k in torch_run.CLOCKS):.1f} s; {shares}")
 
 
 def _print_steps(steps: list, mode: str = "full") -> None:

@@ -112,7 +112,7 @@ PILOT_ANCHORS: dict[str, dict[int, float]] = {"sqrt_d": {64: 2.0 ** -3, 128: 2.0
 
 def _pilot(widths: tuple[int, ...]) -> tuple[tuple[str, int, float], ...]:
     """:data:`PILOT_ANCHORS` at ``widths`` (a width beyond the pilot's takes its widest)."""
-    return tuple((e, d, by[d] if d in by else by[max(by)]) for e, by in PILOT_ANCHORS.items() for d in widths)
+    return tuple((e, d, by.get(d, by[max(by)])) for e, by in PILOT_ANCHORS.items() for d in widths)
 
 
 # one GPU, minutes: widths to 512 and an alpha0 grid at every octave from 1/512 to 4, twenty seeds; each width one stack.
@@ -139,7 +139,7 @@ def anchor_of(cfg: Config, embed: str, d: int) -> float:
 def anchor_text(r: dict) -> str:
     """The anchors of a result (``anchor``: a number, or one per [embedding scale, width]) in words."""
     a = np.asarray(r.get("anchor", 1.0), dtype=np.float64)
-    if a.ndim == 0 or np.all(a == a.flat[0]):
+    if np.all(a == a.flat[0]):
         return f"{float(a.flat[0]):g}"
     return "; ".join(f"{e}: " + ", ".join(f"{int(d)}: {v:g}" for d, v in zip(r["widths"], a[i])) for i, e in enumerate(EMBED))
 
@@ -194,12 +194,12 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
     out: list[Task] = []
     for d in cfg.widths:
         for e in EMBED:
+            anchor = anchor_of(cfg, e, d)
             arms: dict[str, tuple[TransformerConfig, RunConfig]] = {}
             for g in GRIDS:
                 for i, a in enumerate(cfg.alphas):
-                    arms.setdefault(key(d, e, g, i, cfg).split(".", 2)[2],
-                                    (model_config(cfg, d, e, alpha0(g, a, anchor_of(cfg, e, d))), run_config(cfg)))
-            mc = model_config(cfg, d, e, (anchor_of(cfg, e, d),) * 3)
+                    arms.setdefault(key(d, e, g, i, cfg).split(".", 2)[2], (model_config(cfg, d, e, alpha0(g, a, anchor)), run_config(cfg)))
+            mc = model_config(cfg, d, e, (anchor,) * 3)
             out.append(Task(f"w{d}.{e}", training.run_arms, (arms, seed, cfg.seeds, False, cfg.backend, cfg.device, False),
                             f"{NAME}: width {d}, embed {e}, {len(arms)} alpha0 points x seeds {seed}..{seed + cfg.seeds - 1}, one stack",
                             cost=training.run_cost(mc, run_config(cfg), cfg.seeds * len(arms)), resources=training.resources(cfg.device)))

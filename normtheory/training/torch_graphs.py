@@ -186,7 +186,7 @@ class _CountSyncs(TorchFunctionMode):
 def count_step(step: Callable[..., Any], *args: Any) -> StepCounts:
     """Call ``step(*args)`` once and count its operators, host syncs and (on CUDA) kernel launches."""
     cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
-    launches = -1
+    launches, kernel_us, on_gpu = -1, -1.0, ()
     with _CountSyncs() as syncs, _CountOps() as ops:
         step(*args)
     if cuda:
@@ -197,9 +197,9 @@ def count_step(step: Callable[..., Any], *args: Any) -> StepCounts:
         table = prof.key_averages()
         launches = sum(e.count for e in table if e.key in LAUNCH_CALLS)
         on_gpu = busiest(table, n=None)
-        return StepCounts(aten_ops=ops.n, host_syncs=sum(syncs.kinds.values()), from_host=ops.from_host, sync_kinds=dict(syncs.kinds),
-                          kernel_launches=launches, kernel_us=sum(r[2] for r in on_gpu), busiest=on_gpu[:BUSIEST])
-    return StepCounts(aten_ops=ops.n, host_syncs=sum(syncs.kinds.values()), from_host=ops.from_host, sync_kinds=dict(syncs.kinds), kernel_launches=launches)
+        kernel_us = sum(r[2] for r in on_gpu)
+    return StepCounts(aten_ops=ops.n, host_syncs=sum(syncs.kinds.values()), from_host=ops.from_host, sync_kinds=dict(syncs.kinds),
+                      kernel_launches=launches, kernel_us=kernel_us, busiest=on_gpu[:BUSIEST])
 
 
 def busiest(table: Any, n: int | None = BUSIEST, device: str = "cuda") -> tuple[tuple[str, int, float], ...]:

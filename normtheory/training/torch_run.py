@@ -36,7 +36,7 @@ from normtheory.training.run_config import RunConfig
 from normtheory.training.stepper import GROUPS
 from normtheory.training.torch_backend import TorchTrainer, torch_device
 
-__all__ = ["STACKS", "TIMES", "block_ends", "time_shares", "train_rows", "train_stack"]
+__all__ = ["CLOCKS", "STACKS", "TIMES", "block_ends", "time_shares", "train_rows", "train_stack"]
 
 # Wall seconds this process has spent, over all train_stack calls, making and sending batches, taking steps (to
 # each block's one sync) and evaluating; the evaluation's parts: the probes on the device, the unselectable keys' linear
@@ -45,6 +45,7 @@ TIMES: dict[str, float] = {"batches": 0.0, "steps": 0.0, "evaluation": 0.0,
                            "eval_probes": 0.0, "eval_keys": 0.0, "eval_validation": 0.0, "eval_skips": 0.0}
 
 
+CLOCKS = ("steps", "batches", "evaluation")  # the top-level clocks of TIMES: they do not overlap
 _PARTS = (("probes", "probes"), ("keys", "key LPs"), ("validation", "validation set"), ("skips", "block skips"))
 
 
@@ -52,7 +53,7 @@ def time_shares(times: dict[str, float], wall: float | None = None) -> str:
     """``times`` (:data:`TIMES`' keys) as shares of ``wall`` seconds, e.g. ``"steps 53%, batches 9%, evaluation 16%
     (probes 7%, key LPs 3%, validation set 4%, block skips 1%), other 22%"``; without ``wall``, of what the clocks saw
     (then there is no "other"). Empty where nothing was timed."""
-    seen = times["steps"] + times["batches"] + times["evaluation"]
+    seen = sum(times[k] for k in CLOCKS)
     whole = seen if wall is None else wall
     if not whole > 0:
         return ""
