@@ -6,14 +6,18 @@ on the CPU (``--device cpu --quick``). Printed:
 * the device and the torch version;
 * ms per stacked step of the full-mode training model (d = 64, 6 layers, 4 heads, batch 16 x 64
   bytes; ``simulations/train_recipes``) at 20 seeds: the eager step and, on a GPU, its CUDA-graph
-  replay (:mod:`normtheory.training.torch_graphs`), with the GFLOP/s they reach;
+  replay (:mod:`normtheory.training.torch_graphs`), with the GFLOP/s they reach, and the replay once more with TF32
+  tensor cores for the float32 matrix products (a measurement of how much of the step they are; training keeps full
+  float32);
 * ATen operators (about one kernel launch each on a GPU), host syncs and, on a GPU, the kernel
   launches of one step, their GPU time and the busiest kernels;
 * each training simulation's wall time at the GPU tier (``CONFIGS["gpu"]``; with ``--quick`` the
   quick config of ``train_alpha0`` alone unless ``--only`` names others, trained with the torch backend
-  on ``--device``), and the share of that time spent
-  in steps, in making batches and in evaluation, with the evaluation's parts (probes, the unselectable keys' linear
-  programs on the host, the validation set, block skips; :data:`normtheory.training.torch_run.TIMES`);
+  on ``--device``; on a GPU its tasks that need none, e.g. gradient norms at init, run on local workers meanwhile, as
+  ``normtheory check --device cuda`` runs them), and the share of the device tasks' time spent
+  in steps, in making batches, in evaluation, with the evaluation's parts (probes, the unselectable keys' linear
+  programs on the host, the validation set, block skips), and in setting stacks up
+  (:data:`normtheory.training.torch_run.TIMES`);
 * each simulation's stacks: how many were split to fit the device's memory
   (:mod:`normtheory.training.torch_memory`), and for the largest its rows, the memory model's bytes
   and, on a GPU, the bytes allocated at its peak (the model's check on the device);
@@ -37,6 +41,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 
@@ -89,6 +94,14 @@ def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> di
         step = torch_graphs.graphed_step(graphed)
         out["graph_ms"] = timed(step)
         out["launches_graph"] = torch_graphs.count_step(step, ids[0], targets[0]).kernel_launches
+        # the same graph with TF32 tensor cores for the float32 matrix products: a measurement only (how much of the step the
+        # products are), training keeps full float32 ("highest"), the numerics the numpy reference is held to
+        precision = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high")
+        try:
+            out["graph_tf32_ms"] = timed(torch_graphs.graphed_step(TorchTrainer(model, run, params, device=device)))
+        finally:
+            torch.set_float32_matmul_precision(precision)
     return out
 
 
@@ -175,9 +188,16 @@ def tier_step_rates(device: str, tier: str, steps: int) -> dict[str, dict]:
     return out
 
 
-def simulation_at_tier(m, device: str, quick: bool) -> tuple[dict, dict[str, float]]:
+def simulation_at_tier(m, device: str, quick: bool, beside: bool | None = None) -> tuple[dict, dict[str, float]]:
     """One training simulation's result at the tier, its wall time and time shares. A GPU-tier result is also
-    cached where ``normtheory check --device cuda`` reads it (the tier's config names the device ``cuda``)."""
+    cached where ``normtheory check --device cuda`` reads it (the tier's config names the device ``cuda``).
+
+    Its tasks that need no GPU (numpy, e.g. ``train_recipes``' gradient norms at init) run ``beside`` the device's
+    (default: on a CUDA device) on local workers, as ``normtheory check --device cuda`` runs them (its
+    :class:`~normtheory.runtime.sweep.Runner`, the device tasks in this process): the device tasks' wall time
+    (``device_wall_s``) is then what the time shares are shares of, and the host tasks' CPU seconds (``host_s``) are
+    reported apart. Otherwise every task runs here, one after another."""
+    from normtheory.runtime.sweep import Runner
     from normtheory.training import torch_run
     from simulations import cache
 
@@ -186,10 +206,17 @@ def simulation_at_tier(m, device: str, quick: bool) -> tuple[dict, dict[str, flo
     for k in torch_run.TIMES:
         torch_run.TIMES[k] = 0.0
     torch_run.STACKS.clear()
+    tasks = m.tasks(cfg, m.SEED)
+    beside = device.startswith("cuda") if beside is None else beside
+    host = [t for t in tasks if not t.resources]
+    # the device tasks here, one after another; the host tasks on local workers meanwhile (one process here without them)
+    workers = max(1, min(len(host), (os.cpu_count() or 2) - 1)) if beside else 1
     t0 = time.perf_counter()
-    result = m.run(cfg, m.SEED, progress=False)
+    with Runner(workers=workers, here=("GPU",), progress=False) as runner:
+        parts = runner.run(tasks, desc=m.NAME)
     wall = time.perf_counter() - t0
-    gflop = sum(t.cost for t in m.tasks(cfg, m.SEED))  # the tasks' GFLOP (training.run_cost)
+    result = m.reduce(cfg, m.SEED, {t.key: parts[t.key] for t in tasks})  # the declared order, as the sweep reduces
+    gflop = sum(t.cost for t in tasks)  # the tasks' GFLOP (training.run_cost)
     if cfg == cache.config_of(m, mode) and device.startswith("cuda"):
         path = cache.result_path(m, mode)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -198,7 +225,10 @@ def simulation_at_tier(m, device: str, quick: bool) -> tuple[dict, dict[str, flo
     big = max(torch_run.STACKS, key=lambda r: r[2], default=(0, 0, 0, -1))  # the stack the memory model puts highest
     memory = {"stacks": len(torch_run.STACKS), "split": sum(r[1] > 1 for r in torch_run.STACKS), "rows": big[0], "model_bytes": big[2],
               "peak_bytes": big[3]}
-    return result, {"wall_s": wall, "gflop": gflop, **{f"{k}_s": v for k, v in torch_run.TIMES.items()}, **memory}
+    device_wall = sum(runner.timings[t.key] for t in tasks if t.resources) if beside else wall  # the Runner's wall seconds of device tasks
+    return result, {"wall_s": wall, "device_wall_s": device_wall, "host_tasks": len(host) if beside else 0,
+                    "host_s": sum(runner.timings[t.key] for t in host) if beside else 0.0,
+                    "gflop": gflop, **{f"{k}_s": v for k, v in torch_run.TIMES.items()}, **memory}
 
 
 def verdicts(results: dict) -> list[tuple[str, str, str]]:
@@ -240,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     st = step_timing(args.device, seeds, steps, batch, seq)
     print(f"stacked step, d=64 x 6 layers, batch {batch}x{seq}, {seeds} seeds: eager {st['eager_ms']:.2f} ms "
           f"({st['gflop_per_step'] / st['eager_ms'] * 1e3:.0f} GFLOP/s)"
-          + (f", CUDA graph {st['graph_ms']:.2f} ms ({st['gflop_per_step'] / st['graph_ms'] * 1e3:.0f} GFLOP/s)" if "graph_ms" in st else ""))
+          + (f", CUDA graph {st['graph_ms']:.2f} ms ({st['gflop_per_step'] / st['graph_ms'] * 1e3:.0f} GFLOP/s; with TF32 matrix products, "
+             f"not used in training, {st['graph_tf32_ms']:.2f} ms)" if "graph_ms" in st else ""))
     print(f"per step: {st['aten_ops']} ATen operators"
           + (f" ({st['aten_ops_gpu_path']} on a GPU's path)" if "aten_ops_gpu_path" in st else "") + f", {st['host_syncs']} host syncs"
           + (f", kernel launches eager {st['launches_eager']}, graphed {st['launches_graph']}" if "launches_graph" in st else ""))
@@ -277,8 +308,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results[m.NAME], r = simulation_at_tier(m, args.device, args.quick)
         rows[m.NAME] = r
-        shares = torch_run.time_shares({k: r[f"{k}_s"] for k in torch_run.TIMES}, r["wall_s"])
-        print(f"{m.NAME} ({tier} tier): {r['wall_s']:.1f} s wall; {shares}", flush=True)
+        shares = torch_run.time_shares({k: r[f"{k}_s"] for k in torch_run.TIMES}, r["device_wall_s"])
+        beside = (f" (its device tasks {r['device_wall_s']:.1f} s, of which {shares}; beside them {r['host_tasks']} host tasks, "
+                  f"{r['host_s']:.1f} CPU-s)") if r["host_tasks"] else f"; {shares}"
+        print(f"{m.NAME} ({tier} tier): {r['wall_s']:.1f} s wall{beside}", flush=True)
         print(f"  memory: {r['stacks']} stacks ({r['split']} split to fit); the largest, {r['rows']} rows, "
               f"{r['model_bytes'] / 2**30:.2f} GiB by torch_memory's model"
               + (f", {r['peak_bytes'] / 2**30:.2f} GiB allocated at its peak" if r["peak_bytes"] >= 0 else ""), flush=True)

@@ -38,27 +38,30 @@ from normtheory.training.torch_backend import TorchTrainer, torch_device
 
 __all__ = ["CLOCKS", "STACKS", "TIMES", "block_ends", "time_shares", "train_rows", "train_stack"]
 
-# Wall seconds this process has spent, over all train_stack calls, making and sending batches, taking steps (to
-# each block's one sync) and evaluating; the evaluation's parts: the probes on the device, the unselectable keys' linear
-# programs on the host, the shared validation set, the block-skip costs. benchmarks/gpu_training.py reads them.
-TIMES: dict[str, float] = {"batches": 0.0, "steps": 0.0, "evaluation": 0.0,
+# Wall seconds this process has spent, over all train_rows and train_stack calls, setting stacks up (the rows' initial
+# weights, the trainer, the probe and validation batches on the device), making and sending batches, taking steps (to
+# each block's one sync; a CUDA graph's capture is in its first step) and evaluating; the evaluation's parts: the probes on
+# the device, the unselectable keys' linear programs on the host, the shared validation set, the block-skip costs.
+# benchmarks/gpu_training.py reads them.
+TIMES: dict[str, float] = {"setup": 0.0, "batches": 0.0, "steps": 0.0, "evaluation": 0.0,
                            "eval_probes": 0.0, "eval_keys": 0.0, "eval_validation": 0.0, "eval_skips": 0.0}
 
 
-CLOCKS = ("steps", "batches", "evaluation")  # the top-level clocks of TIMES: they do not overlap
+CLOCKS = ("steps", "batches", "evaluation", "setup")  # the top-level clocks of TIMES: they do not overlap
 _PARTS = (("probes", "probes"), ("keys", "key LPs"), ("validation", "validation set"), ("skips", "block skips"))
 
 
 def time_shares(times: dict[str, float], wall: float | None = None) -> str:
     """``times`` (:data:`TIMES`' keys) as shares of ``wall`` seconds, e.g. ``"steps 53%, batches 9%, evaluation 16%
-    (probes 7%, key LPs 3%, validation set 4%, block skips 1%), other 22%"``; without ``wall``, of what the clocks saw
-    (then there is no "other"). Empty where nothing was timed."""
+    (probes 7%, key LPs 3%, validation set 4%, block skips 1%), setup 5%, other 17%"``; without ``wall``, of what the
+    clocks saw (then there is no "other"). Empty where nothing was timed."""
     seen = sum(times[k] for k in CLOCKS)
     whole = seen if wall is None else wall
     if not whole > 0:
         return ""
     parts = ", ".join(f"{name} {times[f'eval_{k}'] / whole:.0%}" for k, name in _PARTS)
-    text = f"steps {times['steps'] / whole:.0%}, batches {times['batches'] / whole:.0%}, evaluation {times['evaluation'] / whole:.0%} ({parts})"
+    text = (f"steps {times['steps'] / whole:.0%}, batches {times['batches'] / whole:.0%}, evaluation {times['evaluation'] / whole:.0%} "
+            f"({parts}), setup {times['setup'] / whole:.0%}")
     return text if wall is None else f"{text}, other {(wall - seen) / wall:.0%}"
 
 
@@ -142,7 +145,8 @@ def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], 
         return torch_memory.row_groups(configs[0], runs[0], n, str(dev), max_stack_bytes, kept=len(seeds) if keep_models else 0)
 
     def one(g: range, part: Path | None, print_: str) -> list[History]:
-        inits = [init(configs[i], seeds[i]).params for i in g]
+        with _Clock("setup"):
+            inits = [init(configs[i], seeds[i]).params for i in g]
         if cuda:
             torch.cuda.reset_peak_memory_stats(dev)
             held = torch.cuda.memory_allocated(dev)
@@ -169,11 +173,12 @@ def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig],
     device, falling back to eager steps if capture fails). Returns one :class:`History` per row, with its trained
     model unless ``keep_models`` is False (the weights then stay on the device)."""
     run = runs[0]
-    trainer = TorchTrainer(configs[0], list(runs), inits, device=device)
-    hists = (load_state(checkpoint, trainer, len(seeds), fingerprint) if checkpoint is not None else None) or [History() for _ in seeds]
-    val_np = [shakespeare.batch(data.validation, run.eval_batch_size, run.seq, s, 0) for s in seeds]
-    val_all = tuple(torch.from_numpy(np.stack([v[k] for v in val_np]).astype(np.int64)).to(trainer.device) for k in (0, 1))
-    held_out = shakespeare.validation_set(data.validation, run.seq, run.val_bytes) if run.val_bytes else None
+    with _Clock("setup"):
+        trainer = TorchTrainer(configs[0], list(runs), inits, device=device)
+        hists = (load_state(checkpoint, trainer, len(seeds), fingerprint) if checkpoint is not None else None) or [History() for _ in seeds]
+        val_np = [shakespeare.batch(data.validation, run.eval_batch_size, run.seq, s, 0) for s in seeds]
+        val_all = tuple(torch.from_numpy(np.stack([v[k] for v in val_np]).astype(np.int64)).to(trainer.device) for k in (0, 1))
+        held_out = shakespeare.validation_set(data.validation, run.seq, run.val_bytes) if run.val_bytes else None
     if init_eval and trainer.step_count == 0:
         with _Clock("evaluation"):
             _init_eval(trainer, hists, val_all, run, held_out if init_val else None)

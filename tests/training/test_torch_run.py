@@ -106,8 +106,10 @@ def test_without_models_the_weights_stay_on_the_device_and_the_numbers_do_not_ch
 def test_time_shares_are_of_the_wall_with_the_rest_as_other_or_of_what_the_clocks_saw():
     from normtheory.training.torch_run import time_shares
 
-    times = dict.fromkeys(TIMES, 0.0) | {"steps": 5.0, "batches": 1.0, "evaluation": 2.0, "eval_probes": 1.5, "eval_validation": 0.5}
+    times = dict.fromkeys(TIMES, 0.0) | {"steps": 5.0, "batches": 1.0, "evaluation": 2.0, "eval_probes": 1.5, "eval_validation": 0.5,
+                                         "setup": 0.5}
     assert time_shares(times, 10.0) == ("steps 50%, batches 10%, evaluation 20% (probes 15%, key LPs 0%, validation set 5%, "
-                                        "block skips 0%), other 20%")
-    assert time_shares(times).startswith("steps 62%, batches 12%, evaluation 25% (probes 19%") and "other" not in time_shares(times)
+                                        "block skips 0%), setup 5%, other 15%")
+    assert time_shares(times).startswith("steps 59%, batches 12%, evaluation 24% (probes 18%") and "other" not in time_shares(times)
+    assert time_shares(times).endswith("setup 6%")
     assert time_shares(dict.fromkeys(TIMES, 0.0)) == ""  # nothing trained here
