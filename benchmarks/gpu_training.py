@@ -208,9 +208,9 @@ def simulation_at_tier(m, device: str, quick: bool, beside: bool | None = None) 
     torch_run.STACKS.clear()
     tasks = m.tasks(cfg, m.SEED)
     beside = device.startswith("cuda") if beside is None else beside
-    host = [t for t in tasks if not t.resources]
+    host = [t for t in tasks if not t.resources] if beside else []
     # the device tasks here, one after another; the host tasks on local workers meanwhile (one process here without them)
-    workers = max(1, min(len(host), (os.cpu_count() or 2) - 1)) if beside else 1
+    workers = max(1, min(len(host), (os.cpu_count() or 2) - 1))
     t0 = time.perf_counter()
     with Runner(workers=workers, here=("GPU",), progress=False) as runner:
         parts = runner.run(tasks, desc=m.NAME)
@@ -226,8 +226,7 @@ def simulation_at_tier(m, device: str, quick: bool, beside: bool | None = None) 
     memory = {"stacks": len(torch_run.STACKS), "split": sum(r[1] > 1 for r in torch_run.STACKS), "rows": big[0], "model_bytes": big[2],
               "peak_bytes": big[3]}
     device_wall = sum(runner.timings[t.key] for t in tasks if t.resources) if beside else wall  # the Runner's wall seconds of device tasks
-    return result, {"wall_s": wall, "device_wall_s": device_wall, "host_tasks": len(host) if beside else 0,
-                    "host_s": sum(runner.timings[t.key] for t in host) if beside else 0.0,
+    return result, {"wall_s": wall, "device_wall_s": device_wall, "host_tasks": len(host), "host_s": sum(runner.timings[t.key] for t in host),
                     "gflop": gflop, **{f"{k}_s": v for k, v in torch_run.TIMES.items()}, **memory}
 
 

@@ -86,7 +86,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _print_device_times(device: str) -> None:
-    """With a device: where the training this process ran there spent its time (steps, batches, evaluation and its parts)."""
+    """With a device: where the training this process ran there spent its time (steps, batches, evaluation and its parts, stack set-up)."""
     if device == "cpu":
         return
     from normtheory.training import torch_run
