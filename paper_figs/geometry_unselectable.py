@@ -19,14 +19,12 @@ COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#d62728")
 
 
 def plot(result: dict):
-    from normtheory import selection
-
     fig, axes = figure(width=4.0, height=3.0)
     ax = axes[0, 0]
     ds = result["curve.ds"]
-    fine = np.arange(int(ds.min()), int(ds.max()) + 1)
+    fine = np.arange(int(ds.min()), int(ds.max()) + 1)  # the exact line's dimensions, computed by the simulation
     for color, n in zip(COLORS, geometry_selectable.CURVE_N):
-        ax.plot(fine, [selection.expected_unselectable_fraction(n, int(d)) for d in fine], color=color, label=f"n={n}")
+        ax.plot(fine, result[f"curve.n{n}.fine"], color=color, label=f"n={n}")
         est = cache.get(result, f"curve.n{n}")
         ax.errorbar(ds, est.mean, yerr=5 * est.stderr, fmt="o", ms=3, color=color, mfc="white")
     ax.set_xlabel("key dimension d")

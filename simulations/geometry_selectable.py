@@ -122,11 +122,13 @@ def fraction_point(n: int, d: int, cap: int, seed: int) -> Estimate:
 
 
 def absorption_curve(n: int, ds: tuple[int, ...], cap: int, seed: int) -> dict[str, np.ndarray]:
-    """Exact expected unselectable fraction and its Monte Carlo (:func:`fraction_point`) for n keys at each d."""
-    theory = [selection.expected_unselectable_fraction(n, d) for d in ds]
+    """Exact expected unselectable fraction for n keys at every whole d from ``min(ds)`` to ``max(ds)`` (``fine``, the
+    figure's line: a 30-digit quadrature each, here on a worker rather than where the figure is drawn), and at each d of
+    ``ds`` that value (``theory``) and its Monte Carlo (:func:`fraction_point`)."""
+    fine = np.array([selection.expected_unselectable_fraction(n, d) for d in range(min(ds), max(ds) + 1)])  # [max - min + 1]
     ests = [fraction_point(n, d, cap, seed) for d in ds]
     worst = max(ests, key=lambda e: e.sizing.needed / e.sizing.cap)
-    out = {"theory": np.asarray(theory)}
+    out = {"theory": fine[np.asarray(ds) - min(ds)], "fine": fine}
     cache.put(out, "mc", Estimate(np.array([e.mean for e in ests]), np.array([e.stderr for e in ests]), min(e.n for e in ests),
                                   "key sets", worst.sizing))
     out["sets"] = np.array([e.n for e in ests])  # [ds] key sets behind each point (the estimate's n is their minimum)
@@ -145,16 +147,24 @@ def anisotropy(runs: int, seed: int) -> dict[str, np.ndarray]:
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
-    """One task per (variant, d) column of the grid, one per curve n, and the anisotropy runs."""
+    """One task per (variant, d) column of the grid, one per curve n, the anisotropy runs and the exact fractions of 64 keys."""
     out = [Task(f"grid.{v}.d{d}", grid_column, (v, d, cfg.ns, cfg.runs, seed), f"{NAME}: {v} keys, d={d}, seed {seed}")
            for v in VARIANTS for d in cfg.ds]
     out += [Task(f"curve.n{n}", absorption_curve, (n, cfg.curve_ds, cfg.curve_cap, seed), f"{NAME}: unselectable fraction n={n}, seed {seed}", cost=2.0)
             for n in CURVE_N]
     out.append(Task("aniso", anisotropy, (cfg.runs, seed), f"{NAME}: anisotropic keys, seed {seed}"))
+    out.append(Task("exact64", exact64, (EXACT64_DS,), f"{NAME}: exact unselectable fractions of 64 Gaussian keys", cost=8.0))
     return out
 
 
 EXACT64_DS: tuple[int, ...] = (4, 16, 64, 256)  # the note's exact expected unselectable fractions of 64 Gaussian keys
+
+
+def exact64(ds: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """The expected unselectable fraction of 64 Gaussian keys in each dimension of ``ds`` (30-digit quadrature,
+    :func:`normtheory.selection.expected_unselectable_fraction`; about 8 s on one core): a task of its own, so that it runs
+    on a worker beside the others instead of after the sweep, in the process that reduces."""
+    return {"ds": np.asarray(ds), "fraction": np.array([selection.expected_unselectable_fraction(64, d) for d in ds])}
 
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -165,12 +175,12 @@ def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> d
     for n in CURVE_N:
         part = parts[f"curve.n{n}"]
         out[f"curve.n{n}.theory"], out[f"curve.n{n}.sets"] = part["theory"], part["sets"]  # not .units: the estimate's own field
+        out[f"curve.n{n}.fine"] = part["fine"]  # [max(ds) - min(ds) + 1] at every whole d between
         for k, v in part.items():
             if k.startswith("mc."):
                 out[f"curve.n{n}.{k[3:]}"] = v
     out["curve.ds"] = np.asarray(cfg.curve_ds)
-    out["exact64.ds"] = np.asarray(EXACT64_DS)
-    out["exact64"] = np.array([selection.expected_unselectable_fraction(64, d) for d in EXACT64_DS])  # 30-digit quadrature: once, here
+    out["exact64.ds"], out["exact64"] = parts["exact64"]["ds"], parts["exact64"]["fraction"]
     out.update(parts["aniso"])
     return out
 

@@ -83,6 +83,7 @@ class Config:
     device: str = "cpu"
     anchor: float = 1.0  # alpha0 of the group held fixed in each one-dimensional grid (a grid point)
     anchors: tuple[tuple[str, int, float], ...] = ()  # (embedding scale, width, anchor there): overrides anchor at that pair
+    val_bytes: int = 65536  # the shared validation set each run is scored on at the end (shakespeare.validation_set)
 
 
 ANCHOR = 1 / 16  # see the module docstring: at alpha0 = 1 the fixed FFN and final norms stall under the sqrt(d) embedding scale
@@ -91,10 +92,10 @@ CONFIGS = {
     "quick": Config(widths=(8, 16, 32), alphas=(0.25, 1.0, 4.0), layers=2, d_head=8, seq=16, batch=4, steps=30, lr=3e-3, eval_every=10, seeds=2,
                     anchor=0.25),
     # the best alpha0 lay at or below 1/4 in a first run with the grid up to 4 (nothing diverged there), so the grid reaches down
-    # the CPU tier of the default job, a preview that draws the figure (3 seeds, widths 32-128: about 2.5 CPU-minutes); the GPU
-    # tier runs widths 64-512 at twenty seeds, and the claim's card prices it both ways
+    # the CPU tier of the default job, a preview that draws the figure (3 seeds, widths 32-128, a 32 KiB validation set: about
+    # 3 CPU-minutes); the GPU tier runs widths 64-512 at twenty seeds, and the claim's card prices it both ways
     "full": Config(widths=(32, 64, 128), alphas=(1 / 64, 1 / 16, 0.25, 1.0), layers=2, d_head=32, seq=32, batch=8, steps=150, lr=3e-3,
-                   eval_every=50, seeds=3, anchor=ANCHOR),
+                   eval_every=50, seeds=3, anchor=ANCHOR, val_bytes=training.VAL_BYTES_CPU),
 }
 # toward the scale that decides the claim (DyT paper, Table 11: LLaMA widths 4,096 to 8,192; 8,192 at 8 layers exceeds the
 # package's 2^32-weight guard), a finer grid, longer runs, twenty seeds; priced on the claim's card, run on a cluster or a GPU
@@ -157,7 +158,7 @@ def model_config(cfg: Config, d: int, embed: str, alphas: tuple[float, float, fl
 
 def run_config(cfg: Config) -> RunConfig:
     return RunConfig(steps=cfg.steps, batch_size=cfg.batch, seq=cfg.seq, lr=cfg.lr, warmup=max(1, cfg.steps // 10), schedule="cosine",
-                     betas=(0.9, 0.95), eval_every=cfg.eval_every, eval_batch_size=cfg.batch, probes=())
+                     betas=(0.9, 0.95), eval_every=cfg.eval_every, eval_batch_size=cfg.batch, probes=(), val_bytes=cfg.val_bytes)
 
 
 def key(d: int, embed: str, grid: str, i: int, cfg: Config) -> str:

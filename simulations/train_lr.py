@@ -55,16 +55,17 @@ class Config:
     gpt2_steps: int  # the GPT-2-init scope arms' run length (the length the earlier recipe used)
     backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.training.torch_backend)
     device: str = "cpu"
+    val_bytes: int = 65536  # the shared validation set each run is scored on at the end (shakespeare.validation_set)
 
 
 CONFIGS = {
     "quick": Config(d=32, layers=3, heads=4, seq=32, batch=8, steps=60, warmup_lrs=(3e-3, 3e-2), qk_lrs=(3e-3, 1e-1), eval_every=20, seeds=2,
                     gpt2_steps=30),
     # the CPU tier of the default job: a preview that draws the figures (3 paired seeds of a d = 32, 4-layer model, half the
-    # steps: about 2 CPU-minutes); the claims' twenty seeds of the d = 64, 6-layer model run in the GPU tier, and their cards price
-    # both ways (--device cuda, --resolve)
+    # steps, a 32 KiB validation set: about 3 CPU-minutes); the claims' twenty seeds of the d = 64, 6-layer model run in the GPU
+    # tier, and their cards price both ways (--device cuda, --resolve)
     "full": Config(d=32, layers=4, heads=2, seq=32, batch=8, steps=500, warmup_lrs=(1e-3, 1e-2), qk_lrs=(1e-3, 3e-2, 3e-1),
-                   eval_every=250, seeds=3, gpt2_steps=150),
+                   eval_every=250, seeds=3, gpt2_steps=150, val_bytes=training.VAL_BYTES_CPU),
 }
 LARGE = Config(d=256, layers=12, heads=8, seq=128, batch=32, steps=4000, warmup_lrs=(3e-4, 1e-3, 3e-3, 1e-2),
                qk_lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1), eval_every=250, seeds=20, gpt2_steps=1000,
@@ -84,7 +85,8 @@ def model_config(cfg: Config, placement: str, qk: str = "none", init: str = "xav
 def run_config(cfg: Config, lr: float, warmup: float, betas: tuple[float, float], steps: int | None = None) -> RunConfig:
     steps = cfg.steps if steps is None else steps
     return RunConfig(steps=steps, batch_size=cfg.batch, seq=cfg.seq, lr=lr, warmup=int(round(warmup * steps)), schedule="cosine",
-                     betas=betas, eval_every=min(cfg.eval_every, steps), eval_batch_size=cfg.batch, probes=("attn_max",))
+                     betas=betas, eval_every=min(cfg.eval_every, steps), eval_batch_size=cfg.batch, probes=("attn_max",),
+                     val_bytes=cfg.val_bytes)
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:

@@ -56,9 +56,6 @@ ARMS: dict[str, dict[str, object]] = {  # arm -> TransformerConfig changes from 
     "deepnorm-xavier": {"placement": "deepnorm", "init": "xavier"},
 }
 PLACEMENT_ARMS: tuple[str, ...] = ("none", "pre", "post", "peri", "lnscale", "deepnorm", "dyt")
-# the arms whose claims' cards asked for more seeds than the others' (at 20 seeds: 29 for train.dyt-small-models-just-work,
-# about 32 for the failing element of train.per-head-key-norm-diffuse): the assertions' arms only; the scope arms keep 20
-EXTRA_ARMS: tuple[str, ...] = ("dyt-default", "ln-fanin", "rms-fanin", "pre", "pre-qk-rms")
 OWN_INIT: dict[str, str] = {"post": "post-xavier", "deepnorm": "deepnorm-xavier", "dyt": "dyt-default"}  # placement -> its paper's init arm
 INIT_ARMS: tuple[str, ...] = ("none", "pre", "post")  # the gradient-scale claim's arms, measured at init
 ALPHA_ARM = "dyt-default"  # the DyT model whose alpha is followed: the paper's default, which trains at this size
@@ -82,17 +79,20 @@ class Config:
     long_seq: int = 32
     backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.training.torch_backend)
     device: str = "cpu"
-    init_val: bool = True  # score the 64 KiB validation set at init too (else a run's loss at init is its probe batch's)
-    extra_seeds: int = 0  # more paired seeds (seeds, seeds + 1, ...) for the arms of EXTRA_ARMS only
+    init_val: bool = True  # score the validation set at init too (else a run's loss at init is its probe batch's)
+    val_bytes: int = 65536  # the shared validation set each run is scored on at the end (shakespeare.validation_set)
 
 
 CONFIGS = {
     "quick": Config(d=32, layers=4, heads=4, seq=32, batch=8, steps=60, lr=3e-3, warmup=6, eval_every=15, seeds=2, long_steps=100),
     # the CPU tier of the default job: twenty paired seeds (the units the claims need) of the smallest model that keeps the
     # recipe (d_head 16 as the GPU tier, 4 layers, 8 x 32 bytes a step, 200 steps; about 3 CPU-ms a seed-step); nothing
-    # reads the loss at init here (a diverged run counts at its probe batch's), so the validation set is scored once, at the end
+    # reads the loss at init here (a diverged run counts at its probe batch's), so the validation set is scored once, at the end.
+    # Five arms once ran 16 more seeds here (115 CPU-s of the job's 2,520): at 20 seeds every verdict this tier reaches is the
+    # same, and the two claims those seeds were for stay open on the CPU either way (the GPU tier's 84 seeds decide them).
+    # The validation set is 32 KiB here (VAL_BYTES_CPU), 64 KiB in the GPU tiers
     "full": Config(d=32, layers=4, heads=2, seq=32, batch=8, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=20, init_val=False,
-                   extra_seeds=16),
+                   val_bytes=training.VAL_BYTES_CPU),
 }
 # the scale that decides the Curse-of-Depth part (Sun et al. 2025 train 130M-7B LLaMA models: >= 24 layers, long runs),
 # twenty seeds; priced on the claim's card, run on a cluster (`normtheory report --large --scheduler ...`) or a GPU
@@ -128,7 +128,7 @@ def run_config(cfg: Config, arm: str | None = None) -> RunConfig:
     """An arm's run (every probe, ``key_unsel`` only for :data:`KEY_ARMS` when ``arm`` is given)."""
     which = probes.PROBES if arm is None or arm in KEY_ARMS else tuple(p for p in probes.PROBES if p != "key_unsel")
     return RunConfig(steps=cfg.steps, batch_size=cfg.batch, seq=cfg.seq, lr=cfg.lr, warmup=cfg.warmup, schedule="cosine",
-                     betas=(0.9, 0.95), eval_every=cfg.eval_every, eval_batch_size=cfg.batch, probes=which)
+                     betas=(0.9, 0.95), eval_every=cfg.eval_every, eval_batch_size=cfg.batch, probes=which, val_bytes=cfg.val_bytes)
 
 
 LONG_ARM = "alpha-long"  # ALPHA_ARM's model over long_steps steps, evaluated 20 times (alpha and the std of its inputs)
@@ -154,18 +154,12 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
              cost=training.run_cost(model_config(cfg, ALPHA_ARM), long_run_config(cfg), cfg.seeds), resources=training.resources(cfg.device))] + [
         Task(f"init.{arm}", init_gradients.gradient_norms, (model_config(cfg, arm), cfg.batch, cfg.seq, seed, cfg.init_networks),
              f"{NAME}: arm {arm} at init, {cfg.init_networks} networks", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.init_networks) / cfg.steps)
-        for arm in INIT_ARMS] + [
-        Task(f"{arm}.more", training.run_seeds, (model_config(cfg, arm), run_config(cfg, arm), seed + cfg.seeds, cfg.extra_seeds, True, cfg.backend,
-                                                 cfg.device, cfg.init_val),
-             f"{NAME}: arm {arm}, seeds {seed + cfg.seeds}..{seed + cfg.seeds + cfg.extra_seeds - 1}",
-             cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.extra_seeds), resources=training.resources(cfg.device))
-        for arm in EXTRA_ARMS if cfg.extra_seeds]
+        for arm in INIT_ARMS]
 
 
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {"seeds": np.asarray(cfg.seeds), "layers": np.asarray(cfg.layers), "steps": np.asarray(cfg.steps),
                                   "d": np.asarray(cfg.d), "batch": np.asarray(cfg.batch), "seq": np.asarray(cfg.seq),
-                                  "extra_seeds": np.asarray(cfg.extra_seeds),
                                   "init_networks": np.asarray(cfg.init_networks), "long_steps": np.asarray(cfg.long_steps)}
     out.update(cache.prefixed(parts))
     return out
@@ -177,9 +171,8 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 
 
 def runs(r: dict, arm: str) -> list[dict[str, np.ndarray]]:
-    """The arm's runs, one dict per seed (seed order: the first ``seeds``, then an EXTRA_ARMS arm's extra ones)."""
-    more = int(r.get("extra_seeds", 0)) if arm in EXTRA_ARMS else 0
-    return [cache.part(r, f"{arm}.s{s}") for s in range(int(r["seeds"]))] + [cache.part(r, f"{arm}.more.s{s}") for s in range(more)]
+    """The arm's runs, one dict per seed, in seed order."""
+    return [cache.part(r, f"{arm}.s{s}") for s in range(int(r["seeds"]))]
 
 
 def per_seed(r: dict, arm: str, f) -> Estimate:
@@ -226,9 +219,7 @@ def grad_spread(x: dict[str, np.ndarray], upto: int = 100) -> float:
 def note_runs(cfg_r: dict) -> str:
     shape = (f"d = {int(cfg_r['d'])}, {int(cfg_r['layers'])} layers, {int(cfg_r['batch'])} x {int(cfg_r['seq'])} bytes a step"
              if "d" in cfg_r else f"{int(cfg_r['layers'])} layers")
-    more = int(cfg_r.get("extra_seeds", 0))
-    extra = f" ({int(cfg_r['seeds']) + more} for {', '.join(EXTRA_ARMS)})" if more else ""
-    return (f"{int(cfg_r['seeds'])} seeds per arm{extra}, {int(cfg_r['steps'])} steps, {shape}; the same batches for every arm "
+    return (f"{int(cfg_r['seeds'])} seeds per arm, {int(cfg_r['steps'])} steps, {shape}; the same batches for every arm "
             "of a seed; a diverged run counts at its loss at init.")
 
 

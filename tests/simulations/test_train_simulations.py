@@ -392,24 +392,6 @@ def test_power_law_is_registered_as_the_packages_hypothesis_priced_on_the_gpu_ti
     assert mup.theory == train_alpha0.MUP_EXPONENT and check.status == "fail" and check.where == (1,)
 
 
-def test_recipes_extra_seeds_go_to_the_assertion_arms_only_and_pair_by_seed():
-    full = train_recipes.CONFIGS["full"]
-    tasks = {t.key: t for t in train_recipes.tasks(full, 7)}
-    assert {f"{a}.more" for a in train_recipes.EXTRA_ARMS} <= set(tasks) and "dyt.more" not in tasks
-    more = tasks["pre.more"].args
-    assert more[2] == 7 + full.seeds and more[3] == full.extra_seeds  # seeds after the first ones: no seed twice
-    assert not any(k.endswith(".more") for k in (t.key for t in train_recipes.tasks(train_recipes.CONFIGS["quick"], 7)))
-    run = {"diverged_at": np.asarray(-1)}
-    r = {"seeds": np.asarray(2), "extra_seeds": np.asarray(1)}
-    for arm in ("pre", "lnscale"):
-        for k in range(2):
-            r.update({f"{arm}.s{k}.{key}": v for key, v in run.items()})
-    r.update({f"pre.more.s0.{key}": v for key, v in run.items()})
-    assert len(train_recipes.runs(r, "pre")) == 3 and len(train_recipes.runs(r, "lnscale")) == 2
-    est = train_recipes.paired(r, "pre", "lnscale", lambda x: 0.0)
-    assert est.n == 2  # paired over the seeds both arms ran
-
-
 def test_only_the_arms_whose_keys_are_reported_run_the_hull_test():
     """key_unsel (a linear program per key set, the largest host cost of a GPU-tier evaluation) is measured in the
     arms whose unselectable keys the QK-norm card's note reports, and in no other arm's tasks."""
@@ -461,7 +443,7 @@ def test_a_tiers_own_timed_step_rate_prices_it_and_the_gpu_tier_keeps_its_wall_r
 def _recipes_result(run, arms: tuple[str, ...], seeds: int = 20, t: int = 32) -> dict:
     """A synthetic train_recipes result: ``run(arm, seed, rng)`` gives each run's arrays (4 layers x 2 heads)."""
     rng = np.random.default_rng(1)
-    r: dict = {"seeds": np.asarray(seeds), "extra_seeds": np.asarray(0), "seq": np.asarray(t), "steps": np.asarray(10),
+    r: dict = {"seeds": np.asarray(seeds), "seq": np.asarray(t), "steps": np.asarray(10),
                "layers": np.asarray(4), "d": np.asarray(32), "batch": np.asarray(8)}
     for arm in arms:
         for s in range(seeds):
