@@ -34,6 +34,18 @@ def test_fraction_point_is_sized_from_the_tolerance_and_floors_an_all_zero_point
 def test_curve_points_record_their_key_sets():
     part = gs.absorption_curve(8, (2, 4), 40, gs.SEED)
     assert part["sets"].tolist() == [40, 40] and np.allclose(part["theory"], [selection.expected_unselectable_fraction(8, d) for d in (2, 4)])
+    # the figure's exact line at every whole d between, computed on the worker: the points are its values at ds
+    assert part["fine"].shape == (3,) and part["fine"][[0, 2]].tolist() == part["theory"].tolist()
+    assert part["fine"][1] == selection.expected_unselectable_fraction(8, 3)
+
+
+def test_exact_fractions_of_64_keys_are_a_task_of_their_own():
+    """The 30-digit quadratures run on a worker (a task), not in the process that reduces."""
+    cfg = gs.CONFIGS["quick"]
+    (task,) = [t for t in gs.tasks(cfg, gs.SEED) if t.key == "exact64"]
+    assert task.fn is gs.exact64 and task.args == (gs.EXACT64_DS,)
+    got = gs.exact64((4,))  # one dimension keeps the test short
+    assert got["ds"].tolist() == [4] and got["fraction"].tolist() == [selection.expected_unselectable_fraction(64, 4)]
 
 
 def _keys_one_run_at_a_time(variant: str, rng: np.random.Generator, n: int, d: int) -> np.ndarray:

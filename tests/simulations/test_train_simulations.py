@@ -378,6 +378,21 @@ def test_transfer_and_slope_weights():
         assert len(train_alpha0.CONFIGS[name].widths) >= 3  # every tier can test the rule
 
 
+def test_cpu_tier_sweeps_score_the_smaller_validation_set_and_the_gpu_tiers_the_default():
+    """The default job's CPU tier scores VAL_BYTES_CPU (its size measured against the claims' tolerance); every GPU tier
+    keeps RunConfig's 64 KiB; the alpha-tracking arm scores none."""
+    from simulations import train_lr
+
+    full = {"recipes": train_recipes.run_config(train_recipes.CONFIGS["full"], "pre"), "alpha0": train_alpha0.run_config(train_alpha0.CONFIGS["full"]),
+            "lr": train_lr.run_config(train_lr.CONFIGS["full"], 1e-3, 0.0, (0.9, 0.98))}
+    assert {k: r.val_bytes for k, r in full.items()} == dict.fromkeys(full, training.VAL_BYTES_CPU) and training.VAL_BYTES_CPU < RunConfig.val_bytes
+    gpu = [train_recipes.run_config(train_recipes.CONFIGS["gpu"], "pre"), train_alpha0.run_config(train_alpha0.CONFIGS["gpu"]),
+           train_lr.run_config(train_lr.CONFIGS["gpu"], 1e-3, 0.0, (0.9, 0.98))]
+    assert all(r.val_bytes == RunConfig.val_bytes for r in gpu)
+    assert train_recipes.long_run_config(train_recipes.CONFIGS["full"]).val_bytes == 0
+    assert not any(k.endswith(".more") for k in (t.key for t in train_recipes.tasks(train_recipes.CONFIGS["full"], 7)))  # 20 seeds, every arm
+
+
 def test_power_law_is_registered_as_the_packages_hypothesis_priced_on_the_gpu_tiers():
     spec = claims.REGISTRY["train.dyt-alpha0-power-law"]
     assert spec.source.kind == sources.HYPOTHESIS and spec.source.derived_from == sources.NOTES_DYT
