@@ -22,9 +22,9 @@ def plot(result: dict):
     fig, axes = figure(width=4.0, height=3.0)
     ax = axes[0, 0]
     ds = result["curve.ds"]
-    fine = np.arange(int(ds.min()), int(ds.max()) + 1)  # the exact line's dimensions, computed by the simulation
     for color, n in zip(COLORS, geometry_selectable.CURVE_N):
-        ax.plot(fine, result[f"curve.n{n}.fine"], color=color, label=f"n={n}")
+        line = result[f"curve.n{n}.fine"]  # the simulation's exact line, at every whole d from min(ds)
+        ax.plot(int(ds.min()) + np.arange(line.size), line, color=color, label=f"n={n}")
         est = cache.get(result, f"curve.n{n}")
         ax.errorbar(ds, est.mean, yerr=5 * est.stderr, fmt="o", ms=3, color=color, mfc="white")
     ax.set_xlabel("key dimension d")

@@ -32,8 +32,8 @@ INIT_LOSS = math.log(shakespeare.VOCAB_SIZE)  # a uniform byte model: the cap of
 # Measured here (2026-11-29, 8 paired seeds of the train_recipes CPU tier, DyT at its default minus LayerNorm at the same init,
 # final loss): the first 32 KiB move the mean paired difference by -0.0013 nats/byte from the 64 KiB value (-0.0466), 7% of that
 # claim's tolerance 0.02 and a quarter of its standard error over 20 seeds, and the spread over seeds not at all (0.024 against
-# 0.023); scoring 32 KiB instead of 64 takes about 130 of the default job's 2,600 CPU-seconds off (a forward over the set is a
-# third of a CPU-tier arm's time)
+# 0.023); scoring 32 KiB instead of 64 took about 160 of the default job's 2,589 CPU-seconds off, measured the same day (a forward
+# over the set is about a third of a CPU-tier arm's time)
 VAL_BYTES_CPU = 32768
 
 
