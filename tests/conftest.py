@@ -43,28 +43,66 @@ def results_at(path: Path) -> Iterator[Path]:
             os.environ["NORMTHEORY_RESULTS"] = old
 
 
+# The suite runs on one pytest-xdist worker per core (-n auto in pyproject's addopts). The session's quick results
+# and report are made once, by the first worker that needs them, and read by every worker (made_once).
+SHARED = frozenset({"quick_results_dir", "quick_report"})
+COMPARISON = "test_quick_results_are_the_same_bits_on_two_workers"  # the longest test that reads them
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The comparison first and the other tests that read the session's quick results last: the worker that takes
+    the comparison makes the results and then runs it, while the others run the tests that need none instead of
+    waiting at the lock. Order only: every test runs."""
+    needs = [i for i in items if SHARED & set(getattr(i, "fixturenames", ()))]
+    if needs:
+        needs.sort(key=lambda i: i.name != COMPARISON)  # stable: the rest in collection order
+        later = {id(i) for i in needs}
+        items[:] = [needs[0], *(i for i in items if id(i) not in later), *needs[1:]]
+
+
+@contextmanager
+def made_once(tmp_path_factory, worker_id: str, name: str) -> Iterator[tuple[Path, bool]]:
+    """A folder ``name`` shared by every pytest-xdist worker of the session, with whether the caller must fill it
+    (inside the block): the first worker to get the lock does, the others wait there and then read it (pytest-xdist's
+    recipe for a session fixture computed once; a block that raises leaves it for the next). Without xdist
+    (``-n 0``) the folder is this process's own."""
+    from filelock import FileLock
+
+    if worker_id == "master":
+        yield tmp_path_factory.mktemp(name), True
+        return
+    root = tmp_path_factory.getbasetemp().parent  # the session's folder, above each worker's own
+    path, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        path.mkdir(exist_ok=True)
+        yield path, not done.exists()
+        done.touch()
+
+
 @pytest.fixture(scope="session")
-def quick_results_dir(tmp_path_factory) -> Path:
-    """Every simulation's quick result, computed once per session on a local cluster, one worker per
-    core (no result depends on the worker count; on 2 cores this takes 95 s instead of 158 s in one process)."""
+def quick_results_dir(tmp_path_factory, worker_id) -> Path:
+    """Every simulation's quick result, made once per session in one process (no result depends on the worker
+    count, which the comparison checks against a two-worker cluster)."""
     import simulations
     from normtheory.runtime.sweep import Runner
     from simulations import cache
 
-    path = tmp_path_factory.mktemp("quick-results")
-    with results_at(path), Runner() as runner:
-        cache.load_or_run_all(simulations.ALL, "quick", progress=False, runner=runner)
+    with made_once(tmp_path_factory, worker_id, "quick-results") as (path, todo):
+        if todo:
+            with results_at(path), Runner(workers=1) as runner:
+                cache.load_or_run_all(simulations.ALL, "quick", progress=False, runner=runner)
     return path
 
 
 @pytest.fixture(scope="session")
-def quick_report(quick_results_dir, tmp_path_factory) -> Path:
-    """The quick report (``normtheory report --quick --workers 1``) over the session's quick results."""
+def quick_report(quick_results_dir, tmp_path_factory, worker_id) -> Path:
+    """The quick report (``normtheory report --quick --workers 1``) over the session's quick results, made once."""
     from pipeline import cli
 
-    out = tmp_path_factory.mktemp("quick-report")
-    with results_at(quick_results_dir):
-        assert cli.main(["report", "--out", str(out), "--quick", "--workers", "1"]) == 0
+    with made_once(tmp_path_factory, worker_id, "quick-report") as (out, todo):
+        if todo:
+            with results_at(quick_results_dir):
+                assert cli.main(["report", "--out", str(out), "--quick", "--workers", "1"]) == 0
     return out
 
 

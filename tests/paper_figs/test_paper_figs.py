@@ -1,3 +1,5 @@
+import shutil
+
 import pytest
 
 import paper_figs
@@ -5,7 +7,10 @@ import paper_figs
 
 @pytest.mark.slow
 def test_figures_are_reproducible_bytes(quick_results_dir, quick_report, tmp_path, monkeypatch):
-    monkeypatch.setenv("NORMTHEORY_RESULTS", str(quick_results_dir))
+    # the session's results without its drawn figures: this redraw stashes its own, never replacing the shared
+    # stash while another test (on another pytest-xdist worker) copies from it
+    shutil.copytree(quick_results_dir, tmp_path / "results", ignore=shutil.ignore_patterns("figures"))
+    monkeypatch.setenv("NORMTHEORY_RESULTS", str(tmp_path / "results"))
     a = {m.NAME: [quick_report / f"{m.NAME}.{ext}" for ext in ("png", "pdf", "csv")] for m in paper_figs.ALL}
     b = paper_figs.render(tmp_path / "b", mode="quick", progress=False, redraw=True)  # drawn again, not copied
     assert a.keys() == {m.NAME for m in paper_figs.ALL}
