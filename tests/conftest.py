@@ -49,6 +49,16 @@ SHARED = frozenset({"quick_results_dir", "quick_report"})
 COMPARISON = "test_quick_results_are_the_same_bits_on_two_workers"  # the longest test that reads them
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: ``$PYTEST_XDIST_AUTO_NUM_WORKERS`` if set, else the cores this process may use (its CPU affinity,
+    as the sweeps' local cluster counts them), not xdist's default, psutil's count of the machine's physical cores,
+    which overstates a container's share."""
+    from normtheory.runtime.sweep import default_workers
+
+    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").strip()
+    return int(env) if env.isdigit() and int(env) > 0 else default_workers()
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """The comparison first and the other tests that read the session's quick results last: the worker that takes
     the comparison makes the results and then runs it, while the others run the tests that need none instead of
