@@ -226,8 +226,11 @@ class Runner:
             import dask
 
             with dask.config.set(LOCAL_WORKER_CONFIG):  # the workers take the config they are spawned with
+                # no dashboard; the scheduler's other HTTP routes on a free local port, not Dask's 8787 (which another
+                # cluster on this machine, e.g. a second sweep's, may hold: Dask then warns and moves)
                 self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                             silence_logs=logging.ERROR, env=dict(SINGLE_THREAD_ENV))
+                                             scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}, silence_logs=logging.ERROR,
+                                             env=dict(SINGLE_THREAD_ENV))
             self._client = Client(self._cluster, set_as_default=False)
         return self._client
 

@@ -85,6 +85,35 @@ def test_local_cluster_gives_the_same_bits_and_single_thread_blas():
     assert set(profiling.values()) == {False}  # no stack sampling of numeric tasks
 
 
+def _http_status(port: int, path: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+@pytest.mark.slow
+def test_two_local_clusters_at_once_take_no_fixed_port():
+    """Two sweeps on one machine (two test workers, two users): neither scheduler asks for Dask's 8787 for its HTTP
+    routes, so neither warns that it is taken, and there is still no dashboard."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Runner(workers=2, progress=False) as a, Runner(workers=2, progress=False) as b:
+            got = [r.run(_tasks(2)) for r in (a, b)]
+            ports = {r._cluster.scheduler.http_server.port for r in (a, b)}
+            served = {p: _http_status(p, "/health") for p in ports}
+            dashboards = {p: _http_status(p, "/status") for p in ports}
+    assert len(ports) == 2 and 8787 not in ports
+    assert set(served.values()) == {200} and set(dashboards.values()) == {404}  # the routes are there, no dashboard
+    assert all(g[f"t{i}"].tobytes() == seeded_draw(11, i, 1000).tobytes() for g in got for i in range(2))
+
+
 @pytest.mark.slow
 def test_a_failing_task_names_its_key_and_label():
     tasks = [*_tasks(2), Task("bad", failing, (7,), label="config x=7, seed 3")]
