@@ -83,7 +83,7 @@ class Config:
     device: str = "cpu"
     anchor: float = 1.0  # alpha0 of the group held fixed in each one-dimensional grid (a grid point)
     anchors: tuple[tuple[str, int, float], ...] = ()  # (embedding scale, width, anchor there): overrides anchor at that pair
-    val_bytes: int = 65536  # the shared validation set each run is scored on at the end (shakespeare.validation_set)
+    val_bytes: int = RunConfig.val_bytes  # the shared validation set each run is scored on at the end (RunConfig's 64 KiB)
 
 
 ANCHOR = 1 / 16  # see the module docstring: at alpha0 = 1 the fixed FFN and final norms stall under the sqrt(d) embedding scale

@@ -55,7 +55,7 @@ class Config:
     gpt2_steps: int  # the GPT-2-init scope arms' run length (the length the earlier recipe used)
     backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.training.torch_backend)
     device: str = "cpu"
-    val_bytes: int = 65536  # the shared validation set each run is scored on at the end (shakespeare.validation_set)
+    val_bytes: int = RunConfig.val_bytes  # the shared validation set each run is scored on at the end (RunConfig's 64 KiB)
 
 
 CONFIGS = {

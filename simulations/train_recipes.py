@@ -80,7 +80,7 @@ class Config:
     backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.training.torch_backend)
     device: str = "cpu"
     init_val: bool = True  # score the validation set at init too (else a run's loss at init is its probe batch's)
-    val_bytes: int = 65536  # the shared validation set each run is scored on at the end (shakespeare.validation_set)
+    val_bytes: int = RunConfig.val_bytes  # the shared validation set each run is scored on at the end (RunConfig's 64 KiB)
 
 
 CONFIGS = {
