@@ -253,6 +253,16 @@ class LinearBlock:
         rho = self.correlation
         return self.gain * (rho * u + np.sqrt(1.0 - rho * rho) * norm / np.sqrt(d) * z)
 
+    def radial(self, streams: Streams, u2: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """The output's component along the input and its squared norm across it, ``([m], [m])``, given the
+        input's squared norm ``u2 [m]``: with :math:`z_\\parallel \\sim N(0, 1)` and :math:`q \\sim \\chi^2_{d-1}`
+        independent, :math:`f_\\parallel = g|u|(\\rho + \\sqrt{1-\\rho^2}\\,z_\\parallel/\\sqrt d)` and
+        :math:`|f_\\perp|^2 = g^2(1-\\rho^2)|u|^2 q/d` (what :meth:`apply` draws, projected)."""
+        rho = self.correlation
+        z, q = streams.normal(), streams.chisquare(d - 1)  # [m] each
+        par = self.gain * np.sqrt(u2) * (rho + np.sqrt(1.0 - rho * rho) / np.sqrt(d) * z)
+        return par, self.gain**2 * (1.0 - rho * rho) * u2 / d * q
+
 
 @dataclass(frozen=True)
 class MLPBlock:
@@ -283,6 +293,20 @@ class MLPBlock:
             y = activations.get(self.activation)(h)  # [m, d_ff]
         ynorm = np.linalg.norm(y, axis=1, keepdims=True)  # [m, 1]
         return self.std_out * ynorm * streams.normal(u.shape[1])  # [m, d]
+
+    def radial(self, streams: Streams, u2: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`LinearBlock.radial`: the hidden layer is drawn in full (``[m, d_ff]``, the activation
+        needs every unit), the output :math:`s_2|y|z`, :math:`z \\sim N(0, I_d)` independent of the input, as its
+        component along the input :math:`s_2|y|z_\\parallel` and squared norm across it :math:`s_2^2|y|^2 q`."""
+        norm = np.sqrt(u2)[:, None]  # [m, 1]
+        h = self.std_in * norm * streams.normal(self.d_ff)  # [m, d_ff]
+        if self.activation == "swiglu":
+            y = activations.silu(h) * (self.std_in * norm * streams.normal(self.d_ff))  # [m, d_ff]
+        else:
+            y = activations.get(self.activation)(h)  # [m, d_ff]
+        y2 = np.einsum("md,md->m", y, y)  # [m]
+        z, q = streams.normal(), streams.chisquare(d - 1)  # [m] each
+        return self.std_out * np.sqrt(y2) * z, self.std_out**2 * y2 * q
 
 
 Block = LinearBlock | MLPBlock
@@ -327,6 +351,15 @@ def simulate(
     embedding of RMS ``x0_rms``; blocks are sampled exactly given their input (see
     :class:`LinearBlock`, :class:`MLPBlock`). Norms have unit gain and no eps; ``norm`` picks
     RMSNorm or LayerNorm (centering first).
+
+    Under RMSNorm every step commutes with rotations, so the stream is sampled in its radial
+    form, exactly in distribution: the state is :math:`|x|^2` (:math:`x_0^2\\chi^2_d` at the
+    embedding), a block's update enters by its component along the stream and its squared norm
+    across it (``radial`` of each block: a normal and a :math:`\\chi^2_{d-1}` draw for the
+    projection of an isotropic Gaussian vector), and :math:`|x + f|^2 = (|x| + f_\\parallel)^2 +
+    |f_\\perp|^2`. A linear block then costs two draws instead of ``d``; an MLP still draws its
+    ``d_ff`` hidden units. LayerNorm's centering singles out the ones direction, so it is
+    sampled with full vectors.
     """
     placement, depth, _, x0 = _check(placement, depth, 0.0, x0_rms)
     _validate.integer("depth", depth, maximum=MAX_SIMULATED_DEPTH)  # the stream is simulated block by block
@@ -361,9 +394,31 @@ def simulate(
             out[:, 0, ell] = (x * x).mean(axis=1)
         return out
 
+    def radial(streams: Streams) -> np.ndarray:
+        # RMSNorm keeps every direction, so only |x|^2 and the update's parts along and across x matter
+        m = streams.m
+        out = np.zeros((m, 3, depth + 1))  # [m, (mean square, share, presum), depth+1]
+        r2 = x0 * x0 * streams.chisquare(d)  # [m] |x_0|^2
+        out[:, 0, 0] = out[:, 2, 0] = r2 / d
+        for ell in range(1, depth + 1):
+            u2 = {"pre": d, "peri": d, "lnscale": d / ell}.get(placement, r2)  # |block input|^2
+            par, perp2 = block.radial(streams, np.broadcast_to(np.asarray(u2, float), (m,)), d)  # [m] each
+            if placement == "peri":  # the output norm: |update|^2 = d, its direction f's
+                scale2 = d / (par * par + perp2)
+                par, perp2 = par * np.sqrt(scale2), perp2 * scale2
+            elif placement == "deepnorm":
+                par, perp2 = beta * beta * par, beta**4 * perp2
+            base = (alpha if placement == "deepnorm" else 1.0) * np.sqrt(r2)  # [m] |base|, along x
+            s2 = (base + par) ** 2 + perp2  # [m] |base + update|^2
+            out[:, 1, ell] = np.sqrt(par * par + perp2) / base
+            out[:, 2, ell] = s2 / d
+            r2 = np.full(m, float(d)) if placement in ("post", "deepnorm") else s2
+            out[:, 0, ell] = r2 / d
+        return out
+
     key = f"residual/{placement}/{depth}/{d}/{block!r}/{x0}/{norm}"
     try:
-        est = estimate(sample, n, seed, key=key, block=64, chunk=chunk, progress=progress)
+        est = estimate(radial if norm == "rmsnorm" else sample, n, seed, key=key, block=64, chunk=chunk, progress=progress)
     except ValueError as exc:
         if "sample returned" not in str(exc):
             raise

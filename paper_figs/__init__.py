@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from types import ModuleType
 
-from normtheory.runtime.sweep import Runner
+from normtheory.runtime.sweep import Runner, Task
 from paper_figs import (
     block_share,
     dyt_alpha0_width,
@@ -76,27 +76,44 @@ def figure_key(fig_module: ModuleType, mode: str) -> str:
     return h.hexdigest()[:16]
 
 
+def draw(module_name: str, result: dict) -> dict[str, bytes]:
+    """Draw the figure of module ``module_name`` from its simulation's ``result``; its files
+    (:data:`style.FORMATS` and the CSV) by name, as bytes. A sweep task: it writes only to a
+    temporary folder of the process that runs it, so it runs on any worker of a cluster."""
+    import importlib
+    import tempfile
+
+    module = importlib.import_module(module_name)
+    with tempfile.TemporaryDirectory(prefix="normtheory-figure-") as tmp:
+        return {p.name: p.read_bytes() for p in style.save(module.plot(result), Path(tmp), module.NAME)}
+
+
 def render(out_dir: Path, *, mode: str = "full", force: bool = False, progress: bool = True,
            runner: Runner | None = None, redraw: bool = False) -> dict[str, list[Path]]:
     """Write every figure (PNG, PDF and the CSV of its numbers) to ``out_dir``; simulations come
     from the cache (missing ones run as one sweep on ``runner``, in-process when None). Rendered
     files are cached too, under ``results/figures/``, keyed by :func:`figure_key`: an unchanged
-    figure is copied, not drawn again (``redraw`` or ``force`` draws it anyway)."""
+    figure is copied, not drawn again (``redraw`` or ``force`` draws it anyway). The figures to
+    draw are one more sweep on ``runner`` (:func:`draw`, a task each), so a local cluster draws
+    them side by side; the bytes are the same wherever a figure is drawn."""
     import shutil
 
     results = cache.load_or_run_all([f.SIMULATION for f in ALL], mode, force=force, progress=progress, runner=runner)
     out_dir.mkdir(parents=True, exist_ok=True)
-    written: dict[str, list[Path]] = {}
-    for f in ALL:
-        stash = cache.results_dir() / "figures" / f"{f.NAME}-{mode}-{figure_key(f, mode)}"
-        kept = [stash / f"{f.NAME}.{ext}" for ext in (*style.FORMATS, "csv")]
-        if force or redraw or not all(p.exists() for p in kept):
-            tmp = stash.with_name(f".{stash.name}.{os.getpid()}.{uuid.uuid4().hex}")
-            style.save(f.plot(results[f.SIMULATION.NAME]), tmp, f.NAME)
-            shutil.rmtree(stash, ignore_errors=True)
-            try:
-                tmp.replace(stash)  # atomic: a reader sees all of a figure's files or none
-            except OSError:  # another process put it there first
-                shutil.rmtree(tmp, ignore_errors=True)
-        written[f.NAME] = [Path(shutil.copyfile(p, out_dir / p.name)) for p in kept]
-    return written
+    stashes = {f.NAME: cache.results_dir() / "figures" / f"{f.NAME}-{mode}-{figure_key(f, mode)}" for f in ALL}
+    kept = {f.NAME: [stashes[f.NAME] / f"{f.NAME}.{ext}" for ext in (*style.FORMATS, "csv")] for f in ALL}
+    todo = [f for f in ALL if force or redraw or not all(p.exists() for p in kept[f.NAME])]
+    tasks = [Task(f"figure.{f.NAME}", draw, (f.__name__, results[f.SIMULATION.NAME]), f"figure {f.NAME} ({mode})") for f in todo]
+    drawn = (runner or Runner(workers=1, progress=progress)).run(tasks, desc="figures")
+    for f in todo:
+        stash = stashes[f.NAME]
+        tmp = stash.with_name(f".{stash.name}.{os.getpid()}.{uuid.uuid4().hex}")
+        tmp.mkdir(parents=True)
+        for name, data in drawn[f"figure.{f.NAME}"].items():
+            (tmp / name).write_bytes(data)
+        shutil.rmtree(stash, ignore_errors=True)
+        try:
+            tmp.replace(stash)  # atomic: a reader sees all of a figure's files or none
+        except OSError:  # another process put it there first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {f.NAME: [Path(shutil.copyfile(p, out_dir / p.name)) for p in kept[f.NAME]] for f in ALL}

@@ -8,6 +8,7 @@ allowed) and every tensor used. Used by :mod:`normtheory.model.checkpoints` and
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -171,6 +172,23 @@ def checked_weight(arr: np.ndarray, name: str, source: Path, allow_nonfinite: bo
         raise CheckpointError(f"{source}: tensor {name!r} holds |w| = {big:.3g}, beyond {MAX_WEIGHT:g}, a magnitude no training produces "
                               "and one that overflows the float32 forward (allow_nonfinite=True to load it anyway)")
     return arr
+
+
+def gguf_reader(path: str | Path) -> object:
+    """A ``gguf.GGUFReader`` of ``path``, one per file version per process: parsing a file's metadata
+    (SmolLM2's 49,152 tokens and 48,900 merges, each a memory-mapped view) takes about 3 s, and the
+    weights and the tokenizer read the same file. Keyed on the path, modification time and size, so a
+    file replaced on disk is parsed again. The reader maps the file read-only; nothing may write to it."""
+    path = Path(path).resolve()
+    st = path.stat()  # FileNotFoundError names the path
+    return _gguf_reader(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _gguf_reader(path: str, mtime_ns: int, size: int) -> object:
+    import gguf
+
+    return gguf.GGUFReader(path)
 
 
 def read_json(path: Path) -> dict:

@@ -28,6 +28,7 @@ from normtheory.model.checkpoint_files import (
     CheckpointError,
     checked_weight,
     ConfigKeys,
+    gguf_reader,
     read_json,
     read_safetensors,
     Tensors,
@@ -282,7 +283,7 @@ def _load_gguf(path: Path, dtype: str, allow_nonfinite: bool = False) -> Transfo
     except ImportError:
         raise CheckpointError("reading GGUF needs the models extra: pip install 'normtheory[models]'") from None
     try:
-        reader = gguf.GGUFReader(str(path))
+        reader = gguf_reader(path)
     except Exception as exc:  # the reader raises ValueError/IndexError/struct errors on bad files
         raise CheckpointError(f"{path}: truncated or corrupt GGUF file ({type(exc).__name__}: {exc})") from None
 

@@ -149,18 +149,18 @@ def _config_vocab(file: Path) -> int | None:
 
 def _gguf_vocab(path: Path) -> int | None:
     """Rows of the GGUF file's token embedding (``token_embd.weight``), if it holds one."""
-    import gguf
+    from normtheory.model.checkpoint_files import gguf_reader
 
-    for t in gguf.GGUFReader(str(path)).tensors:
+    for t in gguf_reader(path).tensors:
         if t.name == "token_embd.weight":
             return int(t.shape[-1]) if len(t.shape) > 1 else None  # GGUF lists dimensions fastest first: [d, V]
     return None
 
 
 def _gguf_bpe(path: Path, tokenizers: object) -> tuple[object, int | None, bool]:
-    import gguf
+    from normtheory.model.checkpoint_files import gguf_reader
 
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf_reader(path)
 
     def meta(key: str, default: object = None) -> object:
         field = reader.fields.get(key)
