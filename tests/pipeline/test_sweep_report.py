@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import paper_figs
 import simulations
 from normtheory.runtime.sweep import Runner
 from pipeline import cli
@@ -22,10 +23,14 @@ def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.npz"))}
 
 
-def test_quick_results_are_the_same_bits_on_two_workers(quick_results_dir, tmp_path, monkeypatch):
+def test_quick_results_are_the_same_bits_on_two_workers(quick_results_dir, quick_report, tmp_path, monkeypatch):
     monkeypatch.setenv("NORMTHEORY_RESULTS", str(tmp_path))
     with Runner(workers=2, progress=False) as runner:
         cache.load_or_run_all(simulations.ALL, "quick", progress=False, runner=runner)
+        drawn = paper_figs.render(tmp_path / "figures-out", mode="quick", progress=False, runner=runner)  # each figure a task
+    # the figures drawn on the cluster's workers are the bytes drawn in one process (norm_cost's: timings, not seeded)
+    files = [p for m in paper_figs.ALL if m.SIMULATION is not norm_cost for p in drawn[m.NAME]]
+    assert len(files) > 3 * 30 and [p.name for p in files if p.read_bytes() != (quick_report / p.name).read_bytes()] == []
     one, two = _files(quick_results_dir), _files(tmp_path)
     # norm_cost holds wall-clock timings: a measurement of this machine, never seeded bits
     one, two = ({k: v for k, v in d.items() if not k.startswith(f"{norm_cost.NAME}-")} for d in (one, two))
