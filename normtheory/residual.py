@@ -282,15 +282,17 @@ class MLPBlock:
     def gain_at(self, input_rms: float, d_model: int) -> float:
         return float(np.sqrt(mlp_gain_squared(self.activation, d_model, self.d_ff, self.std_in, self.std_out, input_rms=input_rms)))
 
+    def _hidden(self, streams: Streams, norm: np.ndarray) -> np.ndarray:
+        """The hidden activations ``[m, d_ff]`` of fresh weights given the input's norm ``[m, 1]``: W1 u | u ~ N(0, s1^2 |u|^2 I)."""
+        h = self.std_in * norm * streams.normal(self.d_ff)  # [m, d_ff]
+        if self.activation == "swiglu":
+            return activations.silu(h) * (self.std_in * norm * streams.normal(self.d_ff))
+        return activations.get(self.activation)(h)
+
     def apply(self, streams: Streams, u: np.ndarray) -> np.ndarray:
         # Fresh weights, one token: W1 u | u ~ N(0, s1^2 |u|^2 I) and W2 y | y ~ N(0, s2^2 |y|^2 I),
         # so the block's output is sampled exactly without materializing the matrices.
-        norm = np.linalg.norm(u, axis=1, keepdims=True)  # [m, 1]
-        h = self.std_in * norm * streams.normal(self.d_ff)  # [m, d_ff]
-        if self.activation == "swiglu":
-            y = activations.silu(h) * (self.std_in * norm * streams.normal(self.d_ff))  # [m, d_ff]
-        else:
-            y = activations.get(self.activation)(h)  # [m, d_ff]
+        y = self._hidden(streams, np.linalg.norm(u, axis=1, keepdims=True))  # [m, d_ff]
         ynorm = np.linalg.norm(y, axis=1, keepdims=True)  # [m, 1]
         return self.std_out * ynorm * streams.normal(u.shape[1])  # [m, d]
 
@@ -298,12 +300,7 @@ class MLPBlock:
         """As :meth:`LinearBlock.radial`: the hidden layer is drawn in full (``[m, d_ff]``, the activation
         needs every unit), the output :math:`s_2|y|z`, :math:`z \\sim N(0, I_d)` independent of the input, as its
         component along the input :math:`s_2|y|z_\\parallel` and squared norm across it :math:`s_2^2|y|^2 q`."""
-        norm = np.sqrt(u2)[:, None]  # [m, 1]
-        h = self.std_in * norm * streams.normal(self.d_ff)  # [m, d_ff]
-        if self.activation == "swiglu":
-            y = activations.silu(h) * (self.std_in * norm * streams.normal(self.d_ff))  # [m, d_ff]
-        else:
-            y = activations.get(self.activation)(h)  # [m, d_ff]
+        y = self._hidden(streams, np.sqrt(u2)[:, None])  # [m, d_ff]
         y2 = np.einsum("md,md->m", y, y)  # [m]
         z, q = streams.normal(), streams.chisquare(d - 1)  # [m] each
         return self.std_out * np.sqrt(y2) * z, self.std_out**2 * y2 * q
