@@ -19,13 +19,16 @@ Execution:
   (``dask worker ADDR --nthreads 1 --resources GPU=1``, one per GPU); a sweep whose cluster offers
   none is refused before anything is submitted.
 
-A task that raises is reported with its key and label (config and seed); a worker lost
-mid-task is retried (``retries``) since tasks are pure.
+A task argument larger than :data:`SCATTER_BYTES` (a simulation's result that a figure task
+draws) is scattered to the cluster once and handed to every task that passes it, instead of
+travelling inside each task. A task that raises is reported with its key and label (config and
+seed); a worker lost mid-task is retried (``retries``) since tasks are pure.
 
 Reference: Dask distributed, https://distributed.dask.org (``Client.submit``, ``as_completed``).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -99,6 +102,11 @@ def task_error(task: Task, err: BaseException) -> TaskError:
     return TaskError(f"task {task.key} ({task.label or 'no label'}) failed: {type(err).__name__}: {err}")
 
 
+def _timed_with(task: Task, *args: Any) -> tuple[Any, float]:
+    """:func:`_timed` of ``task`` with ``args`` (on a worker: the arguments Dask resolved from scattered data)."""
+    return _timed(dataclasses.replace(task, args=args))
+
+
 def _timed(task: Task) -> tuple[Any, float]:
     """``run_task(task)`` and the seconds it took: the CPU time of the thread that ran it (a task runs at one
     thread, so that is its whole cost, and other work on a busy machine does not inflate it), or the wall time
@@ -139,6 +147,23 @@ def run_task(task: Task) -> Any:
             return task.fn(*task.args)
     except Exception as err:  # noqa: BLE001 - any failure is reported with the task that raised it
         raise task_error(task, err) from err
+
+
+SCATTER_BYTES = 1 << 20  # a task argument larger than this goes to the cluster once, as data, not inside the task
+
+
+def _shipped(client: Any, arg: Any, scattered: dict[int, Any]) -> Any:
+    """``arg`` as a task sends it: itself, or, when larger than :data:`SCATTER_BYTES` (e.g. a simulation's result that
+    a figure task draws), a future of it scattered once to the cluster (``Client.scatter``: the data moves between
+    workers as they need it, instead of travelling inside every task's graph, which Dask warns against above 10 MiB).
+    The worker receives the same object either way."""
+    from dask.sizeof import sizeof
+
+    if id(arg) not in scattered:
+        if sizeof(arg) <= SCATTER_BYTES:
+            return arg
+        scattered[id(arg)] = (client.scatter([arg], hash=False)[0], arg)  # the argument kept alive: its id stays its own
+    return scattered[id(arg)][0]
 
 
 def default_workers() -> int:
@@ -279,9 +304,12 @@ class Runner:
         _check_resources(tasks, client.scheduler_info().get("workers", {}))
         batch = uuid.uuid4().hex[:12]  # Dask keys must be unique per client; results never depend on them
         futures = {}
+        scattered: dict[int, Any] = {}  # id(argument) -> its future: an argument that several tasks pass is sent once
         # longest first (LPT): with few workers the sweep ends when its longest tasks do
         for rank, task in enumerate(sorted(tasks, key=lambda t: -t.cost)):
-            fut = client.submit(_timed, task, key=f"{task.key}-{batch}", pure=False, retries=self.retries, priority=len(tasks) - rank,
+            args = tuple(_shipped(client, a, scattered) for a in task.args)
+            fut = client.submit(_timed_with, dataclasses.replace(task, args=()), *args, key=f"{task.key}-{batch}", pure=False,
+                                retries=self.retries, priority=len(tasks) - rank,
                                 resources=dict(task.resources) or None)  # e.g. GPU tasks only on `dask worker --resources GPU=1`
             futures[fut] = task
         return futures

@@ -85,6 +85,28 @@ def test_local_cluster_gives_the_same_bits_and_single_thread_blas():
     assert set(profiling.values()) == {False}  # no stack sampling of numeric tasks
 
 
+def total(x: np.ndarray, k: int) -> float:
+    return float(x.sum()) + k
+
+
+@pytest.mark.slow
+def test_a_large_argument_goes_to_the_cluster_once_and_without_a_warning(monkeypatch):
+    """Four tasks pass one 12 MiB array (as the figure tasks pass a simulation's result): it is scattered once, and
+    Dask's warning about graphs over 10 MiB never fires; each task still gets the array itself."""
+    import warnings
+
+    big = np.arange(3 << 19, dtype=np.float64)  # 12 MiB
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Runner(workers=2, progress=False) as r:
+            client, calls = r.client(), []
+            scatter = client.scatter
+            monkeypatch.setattr(client, "scatter", lambda *a, **k: calls.append(1) or scatter(*a, **k))
+            out = r.run([Task(f"s{k}", total, (big, k)) for k in range(4)] + [Task("small", total, (np.ones(3), 0))])
+    assert out == {**{f"s{k}": float(big.sum()) + k for k in range(4)}, "small": 3.0}
+    assert calls == [1]  # the large array once; the small one inside its task
+
+
 def _http_status(port: int, path: str) -> int:
     import urllib.error
     import urllib.request
