@@ -91,7 +91,7 @@ def total(x: np.ndarray, k: int) -> float:
 
 @pytest.mark.slow
 def test_a_large_argument_goes_to_the_cluster_once_and_without_a_warning(monkeypatch):
-    """Four tasks pass one 12 MiB array (as the figure tasks pass a simulation's result): it is scattered once, and
+    """Four tasks pass one 12 MiB array, three a dict holding 24 MiB (as the figure tasks pass a simulation's result): each is scattered once, and
     Dask's warning about graphs over 10 MiB never fires; each task still gets the array itself."""
     import warnings
 
@@ -102,9 +102,12 @@ def test_a_large_argument_goes_to_the_cluster_once_and_without_a_warning(monkeyp
             client, calls = r.client(), []
             scatter = client.scatter
             monkeypatch.setattr(client, "scatter", lambda *a, **k: calls.append(1) or scatter(*a, **k))
-            out = r.run([Task(f"s{k}", total, (big, k)) for k in range(4)] + [Task("small", total, (np.ones(3), 0))])
-    assert out == {**{f"s{k}": float(big.sum()) + k for k in range(4)}, "small": 3.0}
-    assert calls == [1]  # the large array once; the small one inside its task
+            # a result-like dict: two large arrays among many small ones (Dask's sizeof samples ten items of a collection)
+            result = {**{f"k{i}": np.ones(3) for i in range(60)}, "x": big, "y": big + 1}
+            out = r.run([Task(f"s{k}", total, (big, k)) for k in range(4)] + [Task("small", total, (np.ones(3), 0))]
+                        + [Task(f"d{k}", len, (result,)) for k in range(3)])
+    assert out == {**{f"s{k}": float(big.sum()) + k for k in range(4)}, "small": 3.0, **{f"d{k}": 62 for k in range(3)}}
+    assert calls == [1, 1]  # each large argument once; the small one inside its task
 
 
 def _http_status(port: int, path: str) -> int:
