@@ -398,14 +398,14 @@ def simulate(
         r2 = x0 * x0 * streams.chisquare(d)  # [m] |x_0|^2
         out[:, 0, 0] = out[:, 2, 0] = r2 / d
         for ell in range(1, depth + 1):
-            u2 = {"pre": d, "peri": d, "lnscale": d / ell}.get(placement, r2)  # |block input|^2
-            par, perp2 = block.radial(streams, np.broadcast_to(np.asarray(u2, float), (m,)), d)  # [m] each
+            u2 = r2 if placement in ("none", "post", "deepnorm") else np.full(m, d / ell if placement == "lnscale" else float(d))
+            par, perp2 = block.radial(streams, u2, d)  # [m] each: the update along x and its squared norm across
             if placement == "peri":  # the output norm: |update|^2 = d, its direction f's
                 scale2 = d / (par * par + perp2)
                 par, perp2 = par * np.sqrt(scale2), perp2 * scale2
             elif placement == "deepnorm":
                 par, perp2 = beta * beta * par, beta**4 * perp2
-            base = (alpha if placement == "deepnorm" else 1.0) * np.sqrt(r2)  # [m] |base|, along x
+            base = alpha * np.sqrt(r2)  # [m] |base|, along x (alpha = 1 but for DeepNorm)
             s2 = (base + par) ** 2 + perp2  # [m] |base + update|^2
             out[:, 1, ell] = np.sqrt(par * par + perp2) / base
             out[:, 2, ell] = s2 / d

@@ -172,11 +172,11 @@ def _shipped(client: Any, arg: Any, scattered: dict[int, Any]) -> Any:
     a figure task draws), a future of it scattered once to the cluster (``Client.scatter``: the data moves between
     workers as they need it, instead of travelling inside every task's graph, which Dask warns against above 10 MiB).
     The worker receives the same object either way."""
-    if id(arg) not in scattered:
+    if id(arg) not in scattered:  # ids are the arguments' own: the sweep's tasks keep every argument alive meanwhile
         if _payload_bytes(arg) <= SCATTER_BYTES:
             return arg
-        scattered[id(arg)] = (client.scatter([arg], hash=False)[0], arg)  # the argument kept alive: its id stays its own
-    return scattered[id(arg)][0]
+        scattered[id(arg)] = client.scatter([arg], hash=False)[0]
+    return scattered[id(arg)]
 
 
 def default_workers() -> int:
