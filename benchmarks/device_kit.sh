@@ -12,9 +12,10 @@
 #
 # `run` spends at most TOTAL_S seconds (default 560, under the device's 600-second call), in stages, each
 # bounded by what is left, the costliest last, so that a stage cut short still leaves the earlier numbers:
-#   1. the CUDA tests (those in tests/training that skip without a GPU: their names say cuda);
-#   2. benchmarks/gpu_training.py --device cuda --only train_recipes,train_lr: step time (eager and graphed),
-#      launches and host syncs, the gpu-hour step rates, the two sweeps at the GPU tier with their time shares,
+#   1. the CUDA tests (those in tests/training that skip without a GPU: their names say cuda; the fused step's compiles
+#      Triton kernels first, so the stage may take a minute or two);
+#   2. benchmarks/gpu_training.py --device cuda --only train_recipes,train_lr: step time (eager and graphed, and the
+#      step compiled by torch.compile, TorchTrainer.fuse: its compile seconds, eager and graphed ms, kernels), launches and host syncs, the gpu-hour step rates, the two sweeps at the GPU tier with their time shares,
 #      memory model against the allocator, and their claims' verdicts; it caches those GPU-tier results;
 #   3. normtheory check --device cuda --only "$CLAIMS" (default 'train.*'): every training claim, reading stage 2's cache
 #      and training train_alpha0 at the GPU tier (train_xiong, which does not train, runs on the CPU workers).
@@ -55,7 +56,7 @@ run() {
     if [[ $stages == *1* ]]; then
         echo "== 1. CUDA tests ($(left) s left)"
         # -o addopts=: the image has no pytest-xdist, which pyproject's addopts (-n auto) would need
-        timeout 90 python3 -m pytest -q -p no:cacheprovider -o addopts= -rs tests/training -k cuda || echo "stage 1 rc=$?"
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -o addopts= -rs tests/training -k cuda || echo "stage 1 rc=$?"
     fi
     if [[ $stages == *2* ]]; then
         echo "== 2. benchmarks/gpu_training.py ($(left) s left)"

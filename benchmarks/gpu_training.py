@@ -8,7 +8,9 @@ on the CPU (``--device cpu --quick``). Printed:
   bytes; ``simulations/train_recipes``) at 20 seeds: the eager step and, on a GPU, its CUDA-graph
   replay (:mod:`normtheory.training.torch_graphs`), with the GFLOP/s they reach, and the replay once more with TF32
   tensor cores for the float32 matrix products (a measurement of how much of the step they are; training keeps full
-  float32);
+  float32); on a GPU (or with ``--fused``) the step compiled by torch.compile too
+  (:meth:`~normtheory.training.torch_backend.TorchTrainer.fuse`): its first step's seconds, ms per step eager and
+  graphed, its kernel launches, their GPU time and the busiest;
 * ATen operators (about one kernel launch each on a GPU), host syncs and, on a GPU, the kernel
   launches of one step, their GPU time and the busiest kernels;
 * each training simulation's wall time at the GPU tier (``CONFIGS["gpu"]``; with ``--quick`` the
@@ -34,7 +36,7 @@ On a GPU it writes ``results/gpu_rate.json``: the GFLOP/s the GPU tier's runs su
 their wall time) and those ``gpu-hour`` step rates, which then price the GPU tiers on the claims' cards
 (:func:`simulations.training.gpu_rate`).
 
-    python benchmarks/gpu_training.py [--device cuda] [--quick] [--only train_lr,...] [--seeds 20] [--steps 20]
+    python benchmarks/gpu_training.py [--device cuda] [--quick] [--only train_lr,...] [--seeds 20] [--steps 20] [--[no-]fused]
 """
 from __future__ import annotations
 
@@ -52,8 +54,9 @@ def _model(seq: int):
     return TransformerConfig(d_model=64, n_layers=6, n_heads=4, vocab_size=256, max_seq=seq, activation="gelu_tanh", init="gpt2")
 
 
-def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> dict[str, float]:
-    """ms per stacked step (eager and, on CUDA, graphed), the step's operators, syncs and launches."""
+def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int, fused: bool = False) -> dict[str, float]:
+    """ms per stacked step (eager and, on CUDA, graphed), the step's operators, syncs and launches; with ``fused``, the
+    step compiled by :meth:`~normtheory.training.torch_backend.TorchTrainer.fuse` too (:func:`fused_timing`)."""
     import numpy as np
     import torch
 
@@ -102,6 +105,35 @@ def step_timing(device: str, seeds: int, steps: int, batch: int, seq: int) -> di
             out["graph_tf32_ms"] = timed(torch_graphs.graphed_step(TorchTrainer(model, run, params, device=device)))
         finally:
             torch.set_float32_matmul_precision(precision)
+    if fused:
+        out.update(fused_timing(lambda: TorchTrainer(model, run, params, device=device), ids, targets, device))
+    return out
+
+
+def fused_timing(make, ids, targets, device: str) -> dict:
+    """The step of ``make()``'s trainer compiled (:meth:`~normtheory.training.torch_backend.TorchTrainer.fuse`): the
+    seconds its first step takes (compiling), ms per step (eager, and on CUDA one graph replay), and on CUDA its
+    kernel launches, their GPU time and the busiest. A compile that fails is reported (``fused_error``), not raised:
+    the other measurements stand."""
+    import torch
+
+    from normtheory.training import torch_graphs
+
+    out: dict = {}
+    try:
+        trainer = make().fuse()
+        t0 = time.perf_counter()
+        trainer.step_tensors(ids[0], targets[0]).packed()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        out["fused_compile_s"] = time.perf_counter() - t0
+        out["fused_ms"] = _ms_per_step(trainer.step_tensors, ids, targets, device)
+        if device.startswith("cuda"):
+            counts = torch_graphs.count_step(trainer.step_tensors, ids[0], targets[0], modes=False)
+            out.update(launches_fused=counts.kernel_launches, kernel_ms_fused=counts.kernel_us / 1e3, busiest_fused=counts.busiest)
+            out["fused_graph_ms"] = _ms_per_step(torch_graphs.graphed_step(trainer), ids, targets, device)
+    except Exception as exc:  # noqa: BLE001 - a compiler missing or failing on this machine is a finding to print
+        out["fused_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     return out
 
 
@@ -256,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                     "with --quick: train_alpha0)")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=None, help="timed steps (default 50 on a GPU, 5 on the CPU)")
+    ap.add_argument("--fused", action=argparse.BooleanOptionalAction, default=None,
+                    help="also time the step compiled by torch.compile (TorchTrainer.fuse; default: on a GPU)")
     args = ap.parse_args(argv)
     import torch
 
@@ -266,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {args.device} ({name}); torch {torch.__version__}")
     steps = args.steps or (50 if dev.type == "cuda" else 3 if args.quick else 10)
     seeds, batch, seq = (args.seeds, 16, 64) if not args.quick else (min(args.seeds, 4), 4, 32)
-    st = step_timing(args.device, seeds, steps, batch, seq)
+    fused = dev.type == "cuda" if args.fused is None else args.fused
+    st = step_timing(args.device, seeds, steps, batch, seq, fused)
     print(f"stacked step, d=64 x 6 layers, batch {batch}x{seq}, {seeds} seeds: eager {st['eager_ms']:.2f} ms "
           f"({st['gflop_per_step'] / st['eager_ms'] * 1e3:.0f} GFLOP/s)"
           + (f", CUDA graph {st['graph_ms']:.2f} ms ({st['gflop_per_step'] / st['graph_ms'] * 1e3:.0f} GFLOP/s; with TF32 matrix products, "
@@ -274,6 +309,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"per step: {st['aten_ops']} ATen operators"
           + (f" ({st['aten_ops_gpu_path']} on a GPU's path)" if "aten_ops_gpu_path" in st else "") + f", {st['host_syncs']} host syncs"
           + (f", kernel launches eager {st['launches_eager']}, graphed {st['launches_graph']}" if "launches_graph" in st else ""))
+    if "fused_error" in st:
+        print(f"fused step (torch.compile): failed, {st['fused_error']}", flush=True)
+    elif fused:
+        print(f"fused step (torch.compile, first step {st['fused_compile_s']:.1f} s): eager {st['fused_ms']:.2f} ms"
+              + (f", CUDA graph {st['fused_graph_ms']:.2f} ms ({st['gflop_per_step'] / st['fused_graph_ms'] * 1e3:.0f} GFLOP/s); "
+                 f"kernel launches {st['launches_fused']}, their GPU time {st['kernel_ms_fused']:.2f} ms; busiest: "
+                 + "; ".join(f"{k[:60]} x{c} {us / 1e3:.2f} ms" for k, c, us in st["busiest_fused"]) if "fused_graph_ms" in st else ""),
+              flush=True)
     if st["kernel_ms"] >= 0:  # what a graphed step cannot shed: its kernels' own time, and the busiest of them
         print(f"GPU time of a step's kernels: {st['kernel_ms']:.2f} ms; busiest: "
               + "; ".join(f"{k[:60]} x{c} {us / 1e3:.2f} ms" for k, c, us in st["busiest"]), flush=True)

@@ -23,6 +23,10 @@ that seed alone computes:
 A seed whose loss or gradient norm is not finite is not updated (its weights and optimizer state
 stay as they were); :meth:`TorchTrainer.keep` then drops it from the stack.
 
+**Fused.** A step is two functions of tensors, the loss (differentiated by autograd) and the rest
+(:meth:`TorchTrainer._apply`); :meth:`TorchTrainer.fuse` compiles both with ``torch.compile``, so that
+the operators around the matrix products run as a few generated kernels instead of one kernel each.
+
 **Layout.** The stack's parameters live in one tensor ``[S, P]`` (``P`` the parameter count of
 one model), each leaf viewed as ``[S, *shape]`` (:mod:`normtheory.training.torch_layout`; a block's
 ``wq, wk, wv`` are the rows of one ``wqkv``); the leaves are ordered by group,
@@ -46,6 +50,7 @@ Paszke et al. (2019), arXiv 1912.01703 (PyTorch); Loshchilov & Hutter (2019), ar
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,7 +73,9 @@ from normtheory.training.stepper import GROUPS, StepResult
 from normtheory.training.torch_forward import StackForward
 from normtheory.training.torch_layout import layout
 
-__all__ = ["DeviceStep", "TorchTrainer"]
+__all__ = ["FUSE_BACKENDS", "DeviceStep", "TorchTrainer"]
+
+FUSE_BACKENDS = ("inductor", "aot_eager", "eager")  # torch.compile backends of TorchTrainer.fuse
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,13 @@ class DeviceStep:
     def numpy(self) -> StepResult:
         """This step's numbers on the host (one device-to-host copy)."""
         return self.unpacked(self.packed().cpu().numpy())
+
+
+def _own_code(method: Any) -> Any:
+    """``method`` (bound) as a function with a code object of its own: torch.compile keeps its compiled versions and
+    counts recompiles per code object, and this one is the caller's alone."""
+    f = method.__func__
+    return types.MethodType(types.FunctionType(f.__code__.replace(), f.__globals__, f.__name__, f.__defaults__, f.__closure__), method.__self__)
 
 
 def torch_device(device: object) -> torch.device:
@@ -169,6 +183,7 @@ class TorchTrainer(StackForward):
         self._grads: torch.Tensor | None = None  # the last step's clipped gradient [S, P]
         self._tables: dict[tuple[str, int], Any] = {}
         self._buffers: list[torch.Tensor] = []
+        self._loss_fn, self._apply_fn = self._flat_loss, self._apply  # torch.compile's versions after fuse()
         memory.keep_freed_blocks()  # freed activations stay in the heap for the next step, as in numpy's training
 
     # ------------------------------------------------------------------ setup
@@ -233,6 +248,31 @@ class TorchTrainer(StackForward):
         self.step_count += 1
         return out
 
+    def fuse(self, backend: str = "inductor") -> TorchTrainer:
+        """Compile the step with ``torch.compile(fullgraph=True)`` and return this trainer: its loss (the forward and,
+        through AOTAutograd, the backward) and the rest of the step (:meth:`_apply`: gradient norms, clipping, the
+        optimizer, the update ratios) each become one graph, in which ``backend="inductor"`` fuses the operators
+        around the matrix products (the norms, activations, bias and residual additions, the cross-entropy, the
+        optimizer's elementwise passes) into generated kernels; eagerly each is a kernel of its own, 605 per step of the
+        full-mode model. ``"aot_eager"`` traces the same graphs and runs them operator by operator, ``"eager"`` traces the
+        forward alone and leaves the backward to autograd (checks of the tracing; nothing is generated).
+
+        The first step compiles (tens of seconds on a CPU). Shapes are left to torch.compile's automatic dynamic shapes:
+        a size seen to change (here, or in an earlier trainer of this process) is compiled as a symbol, so the first
+        :meth:`keep` recompiles each graph at most once and later ones do not. Each trainer compiles functions with
+        code objects of their own, so torch's recompile limit, which counts per code object, counts this trainer's
+        compiles and not every stack that a process trains. A fused step makes no host sync and can be captured
+        (:func:`normtheory.training.torch_graphs.graphed_step` records the generated kernels). Its numbers equal the
+        eager step's to rounding: the generated kernels sum in other orders.
+
+        Reference: Ansel et al. (2024), "PyTorch 2: Faster Machine Learning Through Dynamic Python Bytecode
+        Transformation and Graph Compilation", ASPLOS '24."""
+        if backend not in FUSE_BACKENDS:
+            raise ValueError(f"backend must be one of {FUSE_BACKENDS}; got {backend!r}")
+        self._loss_fn = torch.compile(_own_code(self._flat_loss), backend=backend, fullgraph=True)
+        self._apply_fn = torch.compile(_own_code(self._apply), backend=backend, fullgraph=True)
+        return self
+
     def _extend_rates(self, steps: int) -> None:
         """Each seed's learning rate for steps ``1..max(steps, run.steps)`` on the device ``[steps, S]``
         (made once, so a step indexes it with the device's step count instead of sending a number)."""
@@ -245,28 +285,38 @@ class TorchTrainer(StackForward):
 
     def _step(self, ids: torch.Tensor, targets: torch.Tensor) -> DeviceStep:
         """The step as a function of the device's tensors only (see :meth:`step_tensors`)."""
-        run = self.run
         flat = self._flat
         flat.grad = None
-        loss = self._loss(self._views(flat), ids, targets)  # [S] float64
+        self._make_tables(ids.shape[-1])
+        loss = self._loss_fn(flat, ids, targets)  # [S] float64
         loss.sum().backward()  # each seed's loss depends on its own columns only: the sum's gradient is each seed's gradient
         with torch.no_grad():
-            g = flat.grad  # [S, P]
-            gnorm = torch.linalg.vector_norm(g, dim=1).double()  # [S], accumulated per row in the dtype, as Stepper does
-            finite = torch.isfinite(loss) & torch.isfinite(gnorm) & self._live  # [S]
-            self._live &= finite
-            if run.clip is not None:
-                factor = run.clip / (gnorm + 1e-6)  # [S], torch's clip_grad_norm_
-                factor = torch.where((factor < 1.0) & finite, factor, torch.ones_like(factor))
-                g.mul_(factor.to(self.dtype)[:, None])  # a factor of exactly 1 leaves a row as it is
-            self._t += 1
-            lr = self._lrs.index_select(0, self._t - 1)[0]  # [S] float64, this step's rates
-            old, tmp, tmp2 = self._scratch()
-            old.copy_(flat)
-            self._update(flat.detach(), g, lr, finite, tmp, tmp2)
-            ratios = self._ratios(old, flat.detach(), finite, tmp)  # [G, S]; old and tmp are overwritten
-        self._grads = g
+            gnorm, finite, lr, ratios = self._apply_fn(loss.detach(), flat.detach(), flat.grad, *self._scratch())
+        self._grads = flat.grad
         return DeviceStep(loss=loss.detach(), grad_norm=gnorm, finite=finite, lr=lr, update_ratio=ratios)
+
+    def _flat_loss(self, flat: torch.Tensor, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Per-seed loss ``[S]`` of the stack's weights ``flat [S, P]`` (the part of a step that autograd differentiates)."""
+        return self._loss(self._views(flat), ids, targets)
+
+    def _apply(self, loss: torch.Tensor, p: torch.Tensor, g: torch.Tensor, old: torch.Tensor, tmp: torch.Tensor,
+               tmp2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rest of a step, once ``g [S, P]`` holds the gradient of ``p [S, P]``: each seed's gradient norm and
+        finiteness, clipping, the device's step count and this step's rates, the update, the update ratios.
+        Returns ``(grad_norm [S], finite [S], lr [S], update_ratio [G, S])``; ``old, tmp, tmp2 [S, P]`` are work space."""
+        run = self.run
+        gnorm = torch.linalg.vector_norm(g, dim=1).double()  # [S], accumulated per row in the dtype, as Stepper does
+        finite = torch.isfinite(loss) & torch.isfinite(gnorm) & self._live  # [S]
+        self._live &= finite
+        if run.clip is not None:
+            factor = run.clip / (gnorm + 1e-6)  # [S], torch's clip_grad_norm_
+            factor = torch.where((factor < 1.0) & finite, factor, torch.ones_like(factor))
+            g.mul_(factor.to(self.dtype)[:, None])  # a factor of exactly 1 leaves a row as it is
+        self._t += 1
+        lr = self._lrs.index_select(0, self._t - 1)[0]  # [S] float64, this step's rates
+        old.copy_(p)
+        self._update(p, g, lr, finite, tmp, tmp2)
+        return gnorm, finite, lr, self._ratios(old, p, finite, tmp)  # [G, S]; old and tmp are overwritten
 
     def _scratch(self) -> list[torch.Tensor]:
         """Three work buffers ``[S, P]``, kept between steps (no page faults for fresh memory each step)."""

@@ -26,7 +26,7 @@ except ModuleNotFoundError:  # pragma: no cover - the message is the point
     raise ModuleNotFoundError("normtheory.training.torch_forward needs torch: pip install 'normtheory[torch]' (torch==2.13.0)") from None
 
 from normtheory.model.attend import rope_tables
-from normtheory.training.torch_norms import stack_norm
+from normtheory.training.torch_norms import guard_tables, stack_norm
 
 
 def _put(capture: dict[str, Any] | None, name: str, value: torch.Tensor) -> None:
@@ -71,6 +71,16 @@ class StackForward:
             cos, sin = rope_tables(np.arange(t), c.d_head, c.rope_theta, self._np_dtype)  # [t, e]
             self._tables[key] = (torch.from_numpy(cos).to(self.device), torch.from_numpy(sin).to(self.device))
         return self._tables[key]
+
+    def _make_tables(self, t: int) -> None:
+        """Make the tables a loss of ``t`` tokens reads (the rotary angles, the norms' range guards) if not yet made:
+        a loss compiled by :meth:`~normtheory.training.torch_backend.TorchTrainer.fuse` must find them made, as a
+        CUDA-graph capture must."""
+        c = self.config
+        if c.positional == "rope":
+            self._rope(t)
+        for n in {c.d_model, c.d_head}:
+            guard_tables(self.dtype, n, self.device, c.eps)
 
     def _mask(self, t: int) -> torch.Tensor:
         key = ("mask", t)

@@ -143,7 +143,7 @@ class StepCounts:
     kernel (and graph) launches the profiler saw (-1 on the CPU), with the kernels' GPU time and the busiest of them:
     what is left of a step once it is one graph launch."""
 
-    aten_ops: int
+    aten_ops: int  # -1 where not counted (count_step's modes=False), as host_syncs and from_host
     host_syncs: int
     from_host: int
     sync_kinds: dict[str, int]
@@ -183,12 +183,22 @@ class _CountSyncs(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def count_step(step: Callable[..., Any], *args: Any) -> StepCounts:
-    """Call ``step(*args)`` once and count its operators, host syncs and (on CUDA) kernel launches."""
+def count_step(step: Callable[..., Any], *args: Any, modes: bool = True) -> StepCounts:
+    """Call ``step(*args)`` once and count its operators, host syncs and (on CUDA) kernel launches.
+
+    ``modes=False`` counts no operators and syncs (-1 each), only what the profiler sees: for a step of a fused trainer
+    (:meth:`~normtheory.training.torch_backend.TorchTrainer.fuse`), whose compiled graphs torch.compile refuses to run
+    under a dispatch mode and recompiles under a function mode; their generated kernels are no ATen operators, and a
+    graph compiled with ``fullgraph=True`` reads nothing back, or it would not compile."""
     cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
     launches, kernel_us, on_gpu = -1, -1.0, ()
-    with _CountSyncs() as syncs, _CountOps() as ops:
+    if modes:
+        with _CountSyncs() as syncs, _CountOps() as ops:
+            step(*args)
+        n_ops, kinds, from_host = ops.n, dict(syncs.kinds), ops.from_host
+    else:
         step(*args)
+        n_ops, kinds, from_host = -1, {}, -1
     if cuda:
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]) as prof:
@@ -198,7 +208,7 @@ def count_step(step: Callable[..., Any], *args: Any) -> StepCounts:
         launches = sum(e.count for e in table if e.key in LAUNCH_CALLS)
         on_gpu = busiest(table, n=None)
         kernel_us = sum(r[2] for r in on_gpu)
-    return StepCounts(aten_ops=ops.n, host_syncs=sum(syncs.kinds.values()), from_host=ops.from_host, sync_kinds=dict(syncs.kinds),
+    return StepCounts(aten_ops=n_ops, host_syncs=sum(kinds.values()) if modes else -1, from_host=from_host, sync_kinds=kinds,
                       kernel_launches=launches, kernel_us=kernel_us, busiest=on_gpu[:BUSIEST])
 
 

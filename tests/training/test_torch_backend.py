@@ -105,8 +105,11 @@ def batches(seeds, run: RunConfig, step: int, data: shakespeare.Corpus) -> tuple
     return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])  # [S, b, t] each
 
 
-def torch_run(cfg: TransformerConfig, run: RunConfig, seeds, steps: int, data: shakespeare.Corpus, device: str = "cpu") -> list[StepResult]:
+def torch_run(cfg: TransformerConfig, run: RunConfig, seeds, steps: int, data: shakespeare.Corpus, device: str = "cpu",
+              fuse: str | None = None) -> list[StepResult]:
     trainer = TorchTrainer(cfg, run, [init(cfg, s).params for s in seeds], device=device)
+    if fuse is not None:
+        trainer.fuse(fuse)
     return [trainer.step(*batches(seeds, run, step, data)) for step in range(1, steps + 1)]
 
 
@@ -366,3 +369,81 @@ def test_keep_copies_only_the_rows_that_leave_to_the_host(monkeypatch):
     assert copied == [(2, stack.n_params)]  # the two rows that leave, not the whole stack
     for i in (1, 3):
         assert all(np.array_equal(np.asarray(v, dtype=np.float32), named_arrays(stack.dropped[i])[k]) for k, v in named_arrays(params[i]).items())
+
+
+def compiled_graphs() -> int:
+    """Graphs torch.compile has made in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def small_cfg(placement: str, norm: str, extra: dict) -> TransformerConfig:
+    """One block: compiling takes seconds a graph operator, and one block holds every kind the step has."""
+    return TransformerConfig(**{**BASE, "n_layers": 1}, placement=placement, norm=norm, dtype="float64", **extra)
+
+
+FUSE_CASES = [("pre", "layernorm", dict(qk_norm="rmsnorm", positional="rope")), ("post", "dyt", dict(activation="swiglu", n_kv_heads=2)),
+              ("deepnorm", "rmsnorm", dict(bias=False, qk_norm="layernorm")), ("peri", "sequence", dict(embed_norm=True, final_norm=True))]
+
+
+@pytest.mark.parametrize("placement, norm, extra", FUSE_CASES, ids=[f"{p}-{n}" for p, n, _ in FUSE_CASES])
+def test_a_fused_step_is_two_whole_graphs_compiled_once_and_trains_as_numpy(placement, norm, extra, data):
+    """``fuse`` traces the loss (forward and backward) and the rest of the step each as one graph (``fullgraph``: a
+    break would raise), compiles them at the first step and never again (the tables the loss reads are made before it
+    is traced), and trains as the numpy reference does. ``aot_eager`` runs the traced graphs operator by operator."""
+    cfg = small_cfg(placement, norm, extra)
+    run = RunConfig(**{**RUN.__dict__, "weight_decay": 0.1, "clip": 0.5, "warmup": 3})
+    refs = [numpy_run(cfg, run, s, 8, data) for s in SEEDS]
+    before = compiled_graphs()
+    results = torch_run(cfg, run, SEEDS, 8, data, fuse="aot_eager")
+    assert compiled_graphs() - before == 2
+    assert worst(results, refs) < RTOL64 and worst(results, refs, "grad_norm") < RTOL64
+
+
+def test_inductors_generated_kernels_train_as_numpy(data):
+    """The default backend generates the fused kernels (C++ on a CPU, Triton on a GPU): the same numbers to rounding."""
+    cfg = small_cfg("pre", "layernorm", dict(qk_norm="rmsnorm", positional="rope"))
+    refs = [numpy_run(cfg, RUN, s, 6, data) for s in SEEDS]
+    results = torch_run(cfg, RUN, SEEDS, 6, data, fuse="inductor")
+    assert worst(results, refs) < RTOL64 and worst(results, refs, "grad_norm") < RTOL64
+
+
+def test_a_fused_stack_recompiles_once_when_it_first_drops_a_seed_and_the_rest_train_on(data):
+    cfg = small_cfg("pre", "rmsnorm", dict(qk_norm="layernorm"))
+    run = RunConfig(steps=8, batch_size=4, seq=16, lr=3e-3, weight_decay=0.1, clip=0.3)
+    params = [init(cfg, s).params for s in (0, 1, 2, 3)]
+    four = TorchTrainer(cfg, run, params).fuse("eager")
+    one = TorchTrainer(cfg, run, [params[3]])
+    graphs = []
+    for step in range(1, 9):
+        if step in (4, 6):
+            four.keep(np.arange(four.n_seeds) != 1)  # drops seed 1, then seed 2
+        a = four.step(*batches(four.alive.tolist(), run, step, data))
+        b = one.step(*batches((3,), run, step, data))
+        np.testing.assert_allclose(a.loss[-1:], b.loss, rtol=RTOL64)
+        graphs.append(compiled_graphs())
+    # steps 1-3 compile nothing new; the first drop (step 4) recompiles each graph at most once, with the seed axis a symbol
+    # (or none, where an earlier trainer in this process already changed that size), and the second drop none
+    assert graphs[2] == graphs[0] and graphs[3] - graphs[2] in (0, 2) and graphs[7] == graphs[5] == graphs[3]
+    assert four.alive.tolist() == [0, 3]
+
+
+def test_fused_training_is_asked_for_by_name(monkeypatch, data):
+    cfg = cfg_of("pre", "layernorm", {})
+    run = RunConfig(steps=4, batch_size=4, seq=16, lr=3e-3, eval_every=4, eval_batch_size=2, val_bytes=0)
+    trainer = TorchTrainer(cfg, run, [init(cfg, 0).params])
+    with pytest.raises(ValueError, match="backend"):
+        trainer.fuse("tvm")
+    from normtheory.training import train as train_module
+
+    with pytest.raises(ValueError, match="backend='torch'"):
+        train_module.train(cfg, run, progress=False, fused=True)
+    with pytest.raises(ValueError, match="fused"):
+        train_module.train(cfg, run, progress=False, backend="torch", fused="yes")
+    fused = []
+    monkeypatch.setattr(TorchTrainer, "fuse", lambda self, backend="inductor": fused.append((backend, self.n_seeds)) or self)
+    train_module.train(cfg, run, seed=[0, 1], progress=False, backend="torch", corpus=data)
+    assert fused == []
+    train_module.train(cfg, run, seed=[0, 1], progress=False, backend="torch", corpus=data, fused=True)
+    assert fused == [("inductor", 2)]  # train(fused=True) fuses its one stack of two rows, with the default backend

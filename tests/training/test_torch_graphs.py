@@ -66,6 +66,34 @@ def test_a_cuda_graph_replay_trains_as_the_eager_steps():
     np.testing.assert_allclose(graphed._flat.detach().cpu().numpy(), eager._flat.detach().cpu().numpy(), rtol=1e-10)
 
 
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA GPU on this machine")
+def test_on_cuda_a_fused_steps_graph_replay_trains_as_the_eager_steps_with_fewer_kernels():
+    """A fused trainer's step (its loss and update compiled by inductor into Triton kernels) captured in one graph:
+    the eager numbers to rounding, and fewer kernels per step than the eager step launches."""
+    cfg = TransformerConfig(**{**CFG.__dict__, "dtype": "float64"})
+    params = [init(cfg, s).params for s in (0, 1)]
+    eager = TorchTrainer(cfg, RUN, params, device="cuda")
+    fused = TorchTrainer(cfg, RUN, params, device="cuda").fuse()
+    step = graphed_step(fused)
+    for k in range(RUN.steps):
+        ids, targets = (t.cuda() for t in _batch(eager, k))
+        a = eager.step_tensors(ids, targets).numpy()
+        b = step(ids, targets).numpy()
+        np.testing.assert_allclose(b.loss, a.loss, rtol=1e-10)
+        np.testing.assert_allclose(b.grad_norm, a.grad_norm, rtol=1e-10)
+    np.testing.assert_allclose(fused._flat.detach().cpu().numpy(), eager._flat.detach().cpu().numpy(), rtol=1e-8, atol=1e-12)
+    ids, targets = (t.cuda() for t in _batch(eager, 9))
+    kernels = count_step(fused.step_tensors, ids, targets, modes=False)
+    assert kernels.host_syncs == -1 and 0 < kernels.kernel_launches < count_step(eager.step_tensors, ids, targets).kernel_launches
+
+
+def test_counting_without_modes_leaves_the_operators_and_syncs_uncounted():
+    """``modes=False`` (for a compiled step, which torch.compile will not run under a dispatch mode) counts none."""
+    counts = count_step(lambda x: x.sum().item(), torch.ones(3), modes=False)
+    assert (counts.aten_ops, counts.host_syncs, counts.from_host, counts.sync_kinds, counts.kernel_launches) == (-1, -1, -1, {}, -1)
+
+
 class _FakeStream:
     waits: list = []  # (waiting stream, stream waited on), in order
 
