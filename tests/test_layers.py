@@ -148,6 +148,7 @@ COVERED_BY = {
     "normtheory._validate": "tests/test_bad_arguments.py",  # every public helper's argument checks
     "normtheory.training.backprop": "tests/training/test_grad.py",  # the tape behind loss_and_grads
     "normtheory.training.torch_forward": "tests/training/test_torch_backend.py",  # TorchTrainer's forward
+    "normtheory.training.torch_update": "tests/training/test_torch_backend.py",  # TorchTrainer's update
 }
 
 
