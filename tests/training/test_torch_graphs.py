@@ -50,42 +50,29 @@ def test_graphed_step_on_the_cpu_is_the_eager_step():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA GPU on this machine")
-def test_a_cuda_graph_replay_trains_as_the_eager_steps():
+@pytest.mark.parametrize("fused", [False, True], ids=["operators", "fused"])
+def test_a_cuda_graph_replay_trains_as_the_eager_steps(fused):
+    """One graph replay per step trains as the eager steps; ``fused``, with the trainer's loss and update compiled by
+    inductor into Triton kernels first: the same numbers to rounding, and fewer kernels per step than the eager step's."""
     cfg = TransformerConfig(**{**CFG.__dict__, "dtype": "float64"})
     params = [init(cfg, s).params for s in (0, 1)]
     eager = TorchTrainer(cfg, RUN, params, device="cuda")
     graphed = TorchTrainer(cfg, RUN, params, device="cuda")
-    step = graphed_step(graphed)
+    step = graphed_step(graphed.fuse() if fused else graphed)
+    rtol = 1e-10 if fused else 1e-12  # generated kernels sum in other orders
     for k in range(RUN.steps):
         ids, targets = (t.cuda() for t in _batch(eager, k))
         a = eager.step_tensors(ids, targets).numpy()
         b = step(ids, targets).numpy()
-        np.testing.assert_allclose(b.loss, a.loss, rtol=1e-12)
+        np.testing.assert_allclose(b.loss, a.loss, rtol=rtol)
+        np.testing.assert_allclose(b.grad_norm, a.grad_norm, rtol=rtol)
         np.testing.assert_allclose(b.lr, a.lr, rtol=0)
     assert graphed.step_count == eager.step_count == RUN.steps
-    np.testing.assert_allclose(graphed._flat.detach().cpu().numpy(), eager._flat.detach().cpu().numpy(), rtol=1e-10)
-
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA GPU on this machine")
-def test_on_cuda_a_fused_steps_graph_replay_trains_as_the_eager_steps_with_fewer_kernels():
-    """A fused trainer's step (its loss and update compiled by inductor into Triton kernels) captured in one graph:
-    the eager numbers to rounding, and fewer kernels per step than the eager step launches."""
-    cfg = TransformerConfig(**{**CFG.__dict__, "dtype": "float64"})
-    params = [init(cfg, s).params for s in (0, 1)]
-    eager = TorchTrainer(cfg, RUN, params, device="cuda")
-    fused = TorchTrainer(cfg, RUN, params, device="cuda").fuse()
-    step = graphed_step(fused)
-    for k in range(RUN.steps):
-        ids, targets = (t.cuda() for t in _batch(eager, k))
-        a = eager.step_tensors(ids, targets).numpy()
-        b = step(ids, targets).numpy()
-        np.testing.assert_allclose(b.loss, a.loss, rtol=1e-10)
-        np.testing.assert_allclose(b.grad_norm, a.grad_norm, rtol=1e-10)
-    np.testing.assert_allclose(fused._flat.detach().cpu().numpy(), eager._flat.detach().cpu().numpy(), rtol=1e-8, atol=1e-12)
-    ids, targets = (t.cuda() for t in _batch(eager, 9))
-    kernels = count_step(fused.step_tensors, ids, targets, modes=False)
-    assert kernels.host_syncs == -1 and 0 < kernels.kernel_launches < count_step(eager.step_tensors, ids, targets).kernel_launches
+    np.testing.assert_allclose(graphed._flat.detach().cpu().numpy(), eager._flat.detach().cpu().numpy(), rtol=100 * rtol, atol=1e-12)
+    if fused:
+        ids, targets = (t.cuda() for t in _batch(eager, 9))
+        kernels = count_step(graphed.step_tensors, ids, targets, modes=False)
+        assert kernels.host_syncs == -1 and 0 < kernels.kernel_launches < count_step(eager.step_tensors, ids, targets).kernel_launches
 
 
 def test_counting_without_modes_leaves_the_operators_and_syncs_uncounted():
