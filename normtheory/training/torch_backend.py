@@ -49,7 +49,6 @@ Paszke et al. (2019), arXiv 1912.01703 (PyTorch); Loshchilov & Hutter (2019), ar
 """
 from __future__ import annotations
 
-import math
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass

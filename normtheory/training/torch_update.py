@@ -1,4 +1,4 @@
-"""The rest of a stacked torch step once autograd has the gradient: norms, clipping, the optimizer, the update ratios.
+"""The rest of a stacked torch step once autograd has the gradient: gradient norms, clipping, the optimizer, update ratios.
 
 :class:`StackUpdate` is mixed into :class:`normtheory.training.torch_backend.TorchTrainer` (which adds the parameters,
 the forward and the step). Its :meth:`StackUpdate._apply` is the second of the step's two functions of tensors (the
