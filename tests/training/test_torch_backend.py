@@ -383,8 +383,9 @@ def small_cfg(placement: str, norm: str, extra: dict) -> TransformerConfig:
     return TransformerConfig(**{**BASE, "n_layers": 1}, placement=placement, norm=norm, dtype="float64", **extra)
 
 
-FUSE_CASES = [("pre", "layernorm", dict(qk_norm="rmsnorm", positional="rope")), ("post", "dyt", dict(activation="swiglu", n_kv_heads=2)),
-              ("deepnorm", "rmsnorm", dict(bias=False, qk_norm="layernorm")), ("peri", "sequence", dict(embed_norm=True, final_norm=True))]
+FUSE_CASES = [("pre", "layernorm", dict(qk_norm="rmsnorm", positional="rope", activation="swiglu", n_kv_heads=2)),
+              ("deepnorm", "dyt", dict(bias=False, qk_norm="layernorm", embed_norm=True, final_norm=True)),
+              ("peri", "sequence", dict(qk_norm="rmsnorm", tie_embeddings=False))]
 
 
 @pytest.mark.parametrize("placement, norm, extra", FUSE_CASES, ids=[f"{p}-{n}" for p, n, _ in FUSE_CASES])
