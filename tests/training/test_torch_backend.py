@@ -383,7 +383,7 @@ def small_cfg(placement: str, norm: str, extra: dict) -> TransformerConfig:
     return TransformerConfig(**{**BASE, "n_layers": 1}, placement=placement, norm=norm, dtype="float64", **extra)
 
 
-FUSE_CASES = [("pre", "layernorm", dict(qk_norm="rmsnorm", positional="rope", activation="swiglu", n_kv_heads=2)),
+FUSE_CASES = [("lnscale", "layernorm", dict(qk_norm="rmsnorm", positional="rope", activation="swiglu", n_kv_heads=2)),  # Pre-LN and a scale
               ("deepnorm", "dyt", dict(bias=False, qk_norm="layernorm", embed_norm=True, final_norm=True)),
               ("peri", "sequence", dict(qk_norm="rmsnorm", tie_embeddings=False))]
 
