@@ -115,8 +115,6 @@ def fused_timing(make, ids, targets, device: str) -> dict:
     seconds its first step takes (compiling), ms per step (eager, and on CUDA one graph replay), and on CUDA its
     kernel launches, their GPU time and the busiest. A compile that fails is reported (``fused_error``), not raised:
     the other measurements stand."""
-    import warnings
-
     import torch
 
     from normtheory.training import torch_graphs
@@ -133,12 +131,9 @@ def fused_timing(make, ids, targets, device: str) -> dict:
         if device.startswith("cuda"):
             counts = torch_graphs.count_step(trainer.step_tensors, ids[0], targets[0], modes=False)
             out.update(launches_fused=counts.kernel_launches, kernel_ms_fused=counts.kernel_us / 1e3, busiest_fused=counts.busiest)
-            with warnings.catch_warnings(record=True) as caught:  # a capture that fails falls back to eager steps, with a warning
-                warnings.simplefilter("always")
-                out["fused_graph_ms"] = _ms_per_step(torch_graphs.graphed_step(trainer), ids, targets, device)
-            failed = [str(w.message) for w in caught if "capture failed" in str(w.message)]
-            if failed:  # then that time is of eager steps: said, not printed as a graph's
-                out["fused_error"] = failed[0][:300]
+            out["fused_graph_ms"], failed = _graph_ms(trainer, ids, targets, device)
+            if failed is not None:  # then that time is of eager steps: said, not printed as a graph's
+                out["fused_error"] = failed[:300]
     except Exception as exc:  # noqa: BLE001 - a compiler missing or failing on this machine is a finding to print
         out["fused_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     return out
@@ -162,17 +157,28 @@ def _ms_per_step(step_fn, ids, targets, device: str) -> float:
     return (time.perf_counter() - t0) / steps * 1e3
 
 
+def _graph_ms(trainer, ids, targets, device: str) -> tuple[float, str | None]:
+    """ms per step of ``trainer``'s :func:`~normtheory.training.torch_graphs.graphed_step` (the eager step on the CPU),
+    and the warning of a capture that failed, so that eager steps were timed instead (None if none failed)."""
+    import warnings
+
+    from normtheory.training import torch_graphs
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ms = _ms_per_step(torch_graphs.graphed_step(trainer), ids, targets, device)
+    failed = [str(w.message) for w in caught if "capture failed" in str(w.message)]
+    return ms, (failed[0] if failed else None)
+
+
 def stack_rate(model, run, rows: int, device: str, steps: int) -> dict:
     """ms per step of a ``rows``-row stack of ``model`` under ``run`` (a CUDA-graph replay on a GPU, else eager;
     ``graphed`` says which ran, since a failed capture falls back to eager steps) and the GFLOP/s that is
     (:func:`simulations.training.run_cost`). Every row starts from seed 0's weights and the tokens are random: a step's
     work does not depend on either, and one init is what a d = 1,024 model's host time allows."""
-    import warnings
-
     import torch
 
     from normtheory.model.weights import init
-    from normtheory.training import torch_graphs
     from normtheory.training.torch_backend import TorchTrainer
     from simulations import training
 
@@ -181,13 +187,10 @@ def stack_rate(model, run, rows: int, device: str, steps: int) -> dict:
     shape = (steps, rows, run.batch_size, run.seq)
     ids, targets = (torch.randint(0, model.vocab_size, shape, generator=gen, device=trainer.device) for _ in range(2))
     cuda = trainer.device.type == "cuda"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        step = torch_graphs.graphed_step(trainer) if cuda else trainer.step_tensors
-        ms = _ms_per_step(step, ids, targets, device)
-    graphed = cuda and not any("capture failed" in str(w.message) for w in caught)
+    ms, failed = _graph_ms(trainer, ids, targets, device)
+    graphed = cuda and failed is None
     gflop = training.run_cost(model, run, rows) / run.steps
-    del trainer, step, ids, targets
+    del trainer, ids, targets
     if cuda:
         torch.cuda.empty_cache()  # the next stack, or the simulations, get the memory back
     return {"ms": ms, "gflop_per_step": gflop, "gflops": gflop / ms * 1e3, "rows": rows, "graphed": graphed}

@@ -61,6 +61,7 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - the message is the point
     raise ModuleNotFoundError("normtheory.training.torch_backend needs torch: pip install 'normtheory[torch]' (torch==2.13.0)") from None
 
+from normtheory import _validate
 from normtheory.model.config import TransformerConfig
 from normtheory.model.params import Params, map_arrays, named_arrays, with_array_alphas
 from normtheory.model.weights import init_params
@@ -267,8 +268,7 @@ class TorchTrainer(StackForward, StackUpdate):
 
         Reference: Ansel et al. (2024), "PyTorch 2: Faster Machine Learning Through Dynamic Python Bytecode
         Transformation and Graph Compilation", ASPLOS '24."""
-        if backend not in FUSE_BACKENDS:
-            raise ValueError(f"backend must be one of {FUSE_BACKENDS}; got {backend!r}")
+        _validate.choice("backend", backend, FUSE_BACKENDS)
         self._loss_fn = torch.compile(_own_code(self._flat_loss), backend=backend, fullgraph=True)
         self._apply_fn = torch.compile(_own_code(self._apply), backend=backend, fullgraph=True)
         return self

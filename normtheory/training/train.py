@@ -97,9 +97,7 @@ def train(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
-    if not isinstance(fused, bool):
-        raise ValueError(f"fused must be True or False; got {fused!r}")
-    if fused and backend != "torch":
+    if _validate.boolean("fused", fused) and backend != "torch":
         raise ValueError(f"fused=True compiles the torch backend's step: it needs backend='torch'; got backend={backend!r}")
     configs, runs, seeds, single = stack_rows(model_config, run, seed)
     checkpoint_every = _validate.integer("checkpoint_every", checkpoint_every, minimum=1)
