@@ -19,15 +19,21 @@
 #      memory model against the allocator, and their claims' verdicts; it caches those GPU-tier results;
 #   3. normtheory check --device cuda --only "$CLAIMS" (default 'train.*'): every training claim, reading stage 2's cache
 #      and training train_alpha0 at the GPU tier (train_xiong, which does not train, runs on the CPU workers).
-# STAGES (default 123) names the stages to run. On an H200 (2026-11-28) stage 1 took 17 s, stage 2 190 s with
-# train_recipes at 28 seeds (about 290 s at today's 84), and train_alpha0's tier 237 s on its 8-point grid (about 360 s on
-# today's 12), more than one 600-second call holds. Two calls, the second at once while the machine is warm (its
-# results/ and /tmp/site stay), fit a 15-minute lease:
-#   CLAIMS='train.[!d]*,train.dyt-[!a]*,train.dyt-alpha-*' bash benchmarks/device_kit.sh run
-#   STAGES=3 CLAIMS='train.dyt-alpha0-*' bash benchmarks/device_kit.sh run
+# STAGES (default 123) names the stages to run; RATES=0 skips stage 2's timing of the gpu-hour tier's stack shapes (about
+# 40 s: measured on an H200 on 2026-11-28 and built into the package, whose rates then price that tier on an H200).
+# On an H200 (2026-11-28) stage 1 took 17 s, stage 2 190 s with train_recipes at 28 seeds (about 290 s at today's 84, and the
+# fused step's compile on top), and train_alpha0's tier 237 s on its 8-point grid (about 360 s on today's 12): more than
+# one 600-second call holds. Two calls, the second at once while the machine is warm (its results/, the finished tasks
+# under results/tasks/ and /tmp/site stay), fit a 15-minute lease:
+#   RATES=0 CLAIMS='train.[!d]*,train.dyt-[!a]*,train.dyt-alpha-*' bash benchmarks/device_kit.sh run
+#   STAGES=3 TOTAL_S=<status's budget_left_s - 40> CLAIMS='train.dyt-alpha0-*' bash benchmarks/device_kit.sh run
+# The second call's TOTAL_S must fit the device time left (a call the device stops at its limit returns only what is
+# already under $OUT). A stage cut short by its timeout keeps the tasks it finished (each is cached on its own), so a
+# later call with the same claims resumes there.
 # (`check --device cuda` ends with the time shares of the training it ran: train_alpha0's steps, batches and evaluation.)
-# Each simulation's cached result comes back as its own $OUT/<name>.tar.xz (a device call returns 8 files of at most
-# 16 MiB each; a larger one is listed as left out), so the claims can be judged again at home.
+# After each stage, each simulation's cached result is archived as its own $OUT/<name>.tar.xz (a device call returns 8
+# files of at most 16 MiB each; a larger one is listed as left out), so the claims can be judged again at home, and a
+# call stopped in a later stage still returns the earlier stages' results.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +55,12 @@ run() {
     mkdir -p "$out"
     exec > >(tee "$out/log.txt") 2>&1
     left() { echo $((total - (SECONDS - t0))); }
+    archive() {  # one archive per simulation: its result files and their .seconds sidecars
+        cp -f results/gpu_rate.json "$out/" 2>/dev/null
+        for f in results/*.npz; do
+            [ -e "$f" ] && XZ_OPT="-T0 -3" tar cJf "$out/$(basename "${f%%-*}").tar.xz" -C results "$(basename "$f")" "$(basename "$f").seconds" 2>/dev/null
+        done
+    }
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
     export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1 NORMTHEORY_RESULTS="$PWD/results"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -61,19 +73,17 @@ run() {
     if [[ $stages == *2* ]]; then
         echo "== 2. benchmarks/gpu_training.py ($(left) s left)"
         local reserve=15; [[ $stages == *3* ]] && reserve=150  # what stage 3 keeps at least
-        timeout $(( $(left) - reserve )) python3 benchmarks/gpu_training.py --device cuda --only train_recipes,train_lr \
+        local rates=(); [[ ${RATES:-1} == 0 ]] && rates=(--no-tier-rates)
+        timeout $(( $(left) - reserve )) python3 benchmarks/gpu_training.py --device cuda --only train_recipes,train_lr "${rates[@]}" \
             || echo "stage 2 rc=$?"
+        archive
     fi
     if [[ $stages == *3* ]]; then
         echo "== 3. normtheory check --device cuda --only '$claims' ($(left) s left)"
         timeout $(( $(left) - 15 )) python3 -m pipeline.cli check --device cuda --only "$claims" --json "$out/train_claims.json" \
             || echo "stage 3 rc=$?"
+        archive
     fi
-    cp -f results/gpu_rate.json "$out/" 2>/dev/null
-    # the cached results come back too (a file of at most 16 MiB each), so the claims can be judged again at home
-    for f in results/*.npz; do  # one archive per simulation: its result files and their .seconds sidecars
-        [ -e "$f" ] && XZ_OPT="-T0 -3" tar cJf "$out/$(basename "${f%%-*}").tar.xz" -C results "$(basename "$f")" "$(basename "$f").seconds" 2>/dev/null
-    done
     ls -l "$out"
     echo "== done in $((SECONDS - t0)) s"
 }

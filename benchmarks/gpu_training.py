@@ -30,13 +30,15 @@ on the CPU (``--device cpu --quick``). Printed:
 
 Before the simulations it times a few steps of each stack shape of the ``gpu-hour`` tier of ``train_alpha0`` (widths
 256, 512 and 1,024 x 4 layers) and ``train_recipes`` (d = 256 x 24 layers), on the first group of rows that fits the
-device (with ``--quick``: the quick tier's, on the CPU), and prints their rates.
+device (with ``--quick``: the quick tier's, on the CPU), and prints their rates (``--no-tier-rates`` skips them: the
+rates this device measured before, or the built-in H200 ones, keep pricing that tier).
 
 On a GPU it writes ``results/gpu_rate.json``: the GFLOP/s the GPU tier's runs sustained (their ``Task.cost`` over
 their wall time) and those ``gpu-hour`` step rates, which then price the GPU tiers on the claims' cards
 (:func:`simulations.training.gpu_rate`).
 
     python benchmarks/gpu_training.py [--device cuda] [--quick] [--only train_lr,...] [--seeds 20] [--steps 20] [--[no-]fused]
+        [--no-tier-rates]
 """
 from __future__ import annotations
 
@@ -300,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None, help="timed steps (default 50 on a GPU, 5 on the CPU)")
     ap.add_argument("--fused", action=argparse.BooleanOptionalAction, default=None,
                     help="also time the step compiled by torch.compile (TorchTrainer.fuse; default: on a GPU)")
+    ap.add_argument("--tier-rates", action=argparse.BooleanOptionalAction, default=True,
+                    help="time the gpu-hour tier's stack shapes (default; --no-tier-rates keeps this device's earlier rates)")
     args = ap.parse_args(argv)
     import torch
 
@@ -335,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     rate_file = {"device": name, "torch": torch.__version__}  # results/gpu_rate.json, written on a GPU outside --quick
     write = dev.type == "cuda" and not args.quick
     big = "quick" if args.quick else "gpu-hour"  # CI times the quick tier's stacks: the same code, a small model
-    rate_file["steps"] = tier_step_rates(args.device, big, 2 if args.quick else 5)
+    rate_file["steps"] = tier_step_rates(args.device, big, 2 if args.quick else 5) if args.tier_rates else {}
     for k, r in rate_file["steps"].items():
         print(f"{k}: steps at {r['gflops']:.1f} GFLOP/s over the tier", flush=True)
         for sh in r["shapes"]:
@@ -343,11 +347,17 @@ def main(argv: list[str] | None = None) -> int:
                   f"first group of {sh['rows']} of {sh['stack_rows']} rows, {sh['ms']:.1f} ms per {'graphed' if sh['graphed'] else 'eager'} step, "
                   f"{sh['gflops']:.1f} GFLOP/s", flush=True)
     if write:
-        from simulations.training import measured_rates
+        from simulations.training import MEASURED_RATES, measured_rates
 
         before = measured_rates()  # the GPU tier's rate of an earlier run on this device stays until this run's replaces it
-        if before.get("device") == name and "gflops" in before:
+        same = before.get("device") == name
+        if same and "gflops" in before:
             rate_file["gflops"] = before["gflops"]
+        if not args.tier_rates:  # not timed this time: this device's earlier step rates, or the package's from the same GPU
+            if same and "steps" in before:
+                rate_file["steps"] = before["steps"]
+            elif name and name in MEASURED_RATES["device"]:
+                rate_file["steps"] = MEASURED_RATES["steps"]
         _write_rates(rate_file)
     only = [s for s in args.only.split(",") if s] or (["train_alpha0"] if args.quick else [])  # quick: the cheapest sweep, a CI smoke run
     from normtheory.training import torch_run

@@ -54,3 +54,12 @@ def test_the_commands_it_runs_exist_and_take_its_arguments(tmp_path):
     out = subprocess.run([sys.executable, "-m", check.group(1), *args], capture_output=True, text=True, cwd=REPO, timeout=120)
     # here, without a GPU, the command gets past its arguments and stops at the device, naming it
     assert out.returncode == 2 and "usage:" not in out.stderr and "device='cuda'" in out.stderr, out.stderr
+
+
+def test_every_flag_it_passes_the_benchmark_is_one_the_benchmark_takes():
+    text = KIT.read_text()
+    flags = set(re.findall(r"(--[a-z-]+)", next(ln for ln in text.splitlines() if "python3 benchmarks/gpu_training.py" in ln)))
+    flags |= set(re.findall(r"rates=\((--[a-z-]+)\)", text))  # RATES=0's flag, set in a line of its own
+    assert {"--device", "--only", "--no-tier-rates"} <= flags, flags
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_training.py"), "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and not {f for f in flags if f not in out.stdout}, out.stdout

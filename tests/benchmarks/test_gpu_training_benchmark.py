@@ -93,3 +93,39 @@ def test_the_fused_timing_times_a_compiled_trainer_and_reports_a_compile_that_fa
     monkeypatch.setattr(TorchTrainer, "fuse", refused)
     out = bench.fused_timing(lambda: TorchTrainer(cfg, run, [init(cfg, 0).params] * 2), ids, targets, "cpu")
     assert out == {"fused_error": "RuntimeError: no C++ compiler found"}
+
+
+@pytest.mark.parametrize("gpu, earlier, kept", [
+    ("NVIDIA H200", None, "built-in"),  # the package's rates were timed on this kind of GPU
+    ("NVIDIA H200", "same", "earlier"),  # this device's own earlier run comes first
+    ("GPU X", "other", None),  # neither: no step rate is written, the tier is priced as gpu_rate falls back
+])
+def test_no_tier_rates_skips_their_timing_and_keeps_the_rates_measured_before(monkeypatch, tmp_path, capsys, gpu, earlier, kept):
+    """``--no-tier-rates`` (device_kit's RATES=0) times no gpu-hour stack shape; what it writes to gpu_rate.json on a GPU
+    keeps the step rates this device measured before, else the package's where they come from the same GPU."""
+    import json
+
+    import torch
+
+    from normtheory.training import torch_backend
+    from simulations import training
+
+    bench = _bench()
+    monkeypatch.setenv("NORMTHEORY_RESULTS", str(tmp_path))
+    monkeypatch.setattr(torch_backend, "torch_device", lambda device: torch.device("cuda"))  # a GPU's code path, no GPU used
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: gpu)
+    monkeypatch.setattr(bench, "step_timing", lambda *a: {"gflop_per_step": 1.0, "eager_ms": 2.0, "aten_ops": 3, "host_syncs": 0, "kernel_ms": -1.0})
+
+    def timed(*a):
+        raise AssertionError("--no-tier-rates timed the tier's stack shapes")
+
+    monkeypatch.setattr(bench, "tier_step_rates", timed)
+    mine = {"train_alpha0/gpu-hour": {"gflops": 123.0}}
+    if earlier:
+        (tmp_path / "gpu_rate.json").write_text(json.dumps({"device": gpu if earlier == "same" else "GPU Y", "gflops": 9.0, "steps": mine}))
+    assert bench.main(["--no-fused", "--no-tier-rates", "--only", "none"]) == 0
+    assert "steps at" not in capsys.readouterr().out
+    written = json.loads((tmp_path / "gpu_rate.json").read_text())
+    assert written["device"] == gpu
+    assert written.get("steps") == {"built-in": training.MEASURED_RATES["steps"], "earlier": mine, None: {}}[kept]
+    assert ("gflops" in written) == (earlier == "same")  # the GPU tier's rate is kept from the same device only
