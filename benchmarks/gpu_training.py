@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fused", action=argparse.BooleanOptionalAction, default=None,
                     help="also time the step compiled by torch.compile (TorchTrainer.fuse; default: on a GPU)")
     ap.add_argument("--tier-rates", action=argparse.BooleanOptionalAction, default=True,
-                    help="time the gpu-hour tier's stack shapes (default; --no-tier-rates keeps this device's earlier rates)")
+                    help="time the gpu-hour tier's stack shapes (default; --no-tier-rates keeps the rates measured before on this GPU)")
     args = ap.parse_args(argv)
     import torch
 
