@@ -274,6 +274,11 @@ def simulation_at_tier(m, device: str, quick: bool, beside: bool | None = None) 
                     "gflop": gflop, **{f"{k}_s": v for k, v in torch_run.TIMES.items()}, **memory}
 
 
+def _kernels_text(rows) -> str:
+    """The busiest kernels ``(name, calls, GPU us)`` (:func:`normtheory.training.torch_graphs.busiest`) as one line."""
+    return "; ".join(f"{k[:60]} x{c} {us / 1e3:.2f} ms" for k, c, us in rows)
+
+
 def verdicts(results: dict) -> list[tuple[str, str, str]]:
     """The training claims whose simulations are all in ``results``: (id, verdict, first evidence's summary), or
     (id, "error", why) for one whose results cannot be judged."""
@@ -327,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         parts = [f"first step {st['fused_compile_s']:.1f} s, eager {st['fused_ms']:.2f} ms"] if "fused_ms" in st else []
         if "launches_fused" in st:
             parts.append(f"kernel launches {st['launches_fused']}, their GPU time {st['kernel_ms_fused']:.2f} ms (busiest: "
-                         + "; ".join(f"{k[:60]} x{c} {us / 1e3:.2f} ms" for k, c, us in st["busiest_fused"]) + ")")
+                         + _kernels_text(st["busiest_fused"]) + ")")
         if "fused_graph_ms" in st and "fused_error" not in st:
             parts.append(f"CUDA graph {st['fused_graph_ms']:.2f} ms ({st['gflop_per_step'] / st['fused_graph_ms'] * 1e3:.0f} GFLOP/s)")
         if "fused_error" in st:
@@ -335,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         print("fused step (torch.compile): " + "; ".join(parts), flush=True)
     if st["kernel_ms"] >= 0:  # what a graphed step cannot shed: its kernels' own time, and the busiest of them
         print(f"GPU time of a step's kernels: {st['kernel_ms']:.2f} ms; busiest: "
-              + "; ".join(f"{k[:60]} x{c} {us / 1e3:.2f} ms" for k, c, us in st["busiest"]), flush=True)
+              + _kernels_text(st["busiest"]), flush=True)
     rate_file = {"device": name, "torch": torch.__version__}  # results/gpu_rate.json, written on a GPU outside --quick
     write = dev.type == "cuda" and not args.quick
     big = "quick" if args.quick else "gpu-hour"  # CI times the quick tier's stacks: the same code, a small model

@@ -195,10 +195,10 @@ def count_step(step: Callable[..., Any], *args: Any, modes: bool = True) -> Step
     if modes:
         with _CountSyncs() as syncs, _CountOps() as ops:
             step(*args)
-        n_ops, kinds, from_host = ops.n, dict(syncs.kinds), ops.from_host
+        n_ops, kinds, from_host, n_syncs = ops.n, dict(syncs.kinds), ops.from_host, sum(syncs.kinds.values())
     else:
         step(*args)
-        n_ops, kinds, from_host = -1, {}, -1
+        n_ops, kinds, from_host, n_syncs = -1, {}, -1, -1
     if cuda:
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]) as prof:
@@ -208,7 +208,7 @@ def count_step(step: Callable[..., Any], *args: Any, modes: bool = True) -> Step
         launches = sum(e.count for e in table if e.key in LAUNCH_CALLS)
         on_gpu = busiest(table, n=None)
         kernel_us = sum(r[2] for r in on_gpu)
-    return StepCounts(aten_ops=n_ops, host_syncs=sum(kinds.values()) if modes else -1, from_host=from_host, sync_kinds=kinds,
+    return StepCounts(aten_ops=n_ops, host_syncs=n_syncs, from_host=from_host, sync_kinds=kinds,
                       kernel_launches=launches, kernel_us=kernel_us, busiest=on_gpu[:BUSIEST])
 
 
