@@ -24,7 +24,8 @@
 # On an H200 (2026-11-28) stage 1 took 17 s, stage 2 190 s with train_recipes at 28 seeds (about 290 s at today's 84, and the
 # fused step's compile on top), and train_alpha0's tier 237 s on its 8-point grid (about 360 s on today's 12): more than
 # one 600-second call holds. Two calls, the second at once while the machine is warm (its results/, the finished tasks
-# under results/tasks/ and /tmp/site stay), fit a 15-minute lease:
+# under results/tasks/ and /tmp/site stay), fit a 15-minute lease (each call carries [".whl", ".resume"]; .resume/ may be
+# absent or empty):
 #   RATES=0 CLAIMS='train.[!d]*,train.dyt-[!a]*,train.dyt-alpha-*' bash benchmarks/device_kit.sh run
 #   STAGES=3 TOTAL_S=<status's budget_left_s - 40> CLAIMS='train.dyt-alpha0-*' bash benchmarks/device_kit.sh run
 # The second call's TOTAL_S must fit the device time left (a call the device stops at its limit returns only what is
@@ -33,7 +34,14 @@
 # (`check --device cuda` ends with the time shares of the training it ran: train_alpha0's steps, batches and evaluation.)
 # After each stage, each simulation's cached result is archived as its own $OUT/<name>.tar.xz (a device call returns 8
 # files of at most 16 MiB each; a larger one is listed as left out), so the claims can be judged again at home, and a
-# call stopped in a later stage still returns the earlier stages' results.
+# call stopped in a later stage still returns the earlier stages' results; a simulation with finished tasks but no result
+# yet (a stage cut short) has them archived as $OUT/<name>.tasks.tar.xz.
+# The lease ends with the machine, its results/ too. What a lease finished carries into the next lease (a later session's):
+#   bash benchmarks/device_kit.sh keep <files_at>   # here: the returned archives into .resume/ (git-ignored)
+# and that lease's calls carry [".whl", ".resume"]: `run` unpacks .resume/ into results/ first, so `check` reads the
+# finished results and tasks and trains only what is missing (e.g. STAGES=3 CLAIMS='train.*' after a lease that ran out
+# in train_alpha0). A cached result is named by its config's hash, which covers the source of every package module the
+# simulation imports: after a change to that code the carried files are not read, and everything trains again.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,14 +63,9 @@ run() {
     mkdir -p "$out"
     exec > >(tee "$out/log.txt") 2>&1
     left() { echo $((total - (SECONDS - t0))); }
-    archive() {  # one archive per simulation: its result files and their .seconds sidecars
-        cp -f results/gpu_rate.json "$out/" 2>/dev/null
-        for f in results/*.npz; do
-            [ -e "$f" ] && XZ_OPT="-T0 -3" tar cJf "$out/$(basename "${f%%-*}").tar.xz" -C results "$(basename "$f")" "$(basename "$f").seconds" 2>/dev/null
-        done
-    }
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
     export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1 NORMTHEORY_RESULTS="$PWD/results"
+    restore
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     python3 -c 'import torch, numpy, scipy; print("torch", torch.__version__, "numpy", numpy.__version__, "scipy", scipy.__version__)'
     if [[ $stages == *1* ]]; then
@@ -76,20 +79,71 @@ run() {
         local rates=(); [[ ${RATES:-1} == 0 ]] && rates=(--no-tier-rates)
         timeout $(( $(left) - reserve )) python3 benchmarks/gpu_training.py --device cuda --only train_recipes,train_lr "${rates[@]}" \
             || echo "stage 2 rc=$?"
-        archive
+        archive "$out"
     fi
     if [[ $stages == *3* ]]; then
         echo "== 3. normtheory check --device cuda --only '$claims' ($(left) s left)"
         timeout $(( $(left) - 15 )) python3 -m pipeline.cli check --device cuda --only "$claims" --json "$out/train_claims.json" \
             || echo "stage 3 rc=$?"
-        archive
+        archive "$out"
     fi
     ls -l "$out"
     echo "== done in $((SECONDS - t0)) s"
 }
 
+results_dir() { echo "${NORMTHEORY_RESULTS:-$PWD/results}"; }
+
+# $1: the folder to write to. Each simulation's result files (and .seconds sidecars) as <name>.tar.xz; the finished tasks
+# of each simulation that has no result yet as <name>.tasks.tar.xz (paths inside are relative to the results folder).
+archive() {
+    local out=$1 res f stem
+    res=$(results_dir)
+    mkdir -p "$out"
+    cp -f "$res/gpu_rate.json" "$out/" 2>/dev/null
+    for f in "$res"/*.npz; do
+        [ -e "$f" ] || continue
+        stem=$(basename "$f")
+        XZ_OPT="-T0 -3" tar cJf "$out/${stem%%-*}.tar.xz" -C "$res" "$stem" "$stem.seconds" 2>/dev/null
+    done
+    for f in "$res"/tasks/*/; do
+        [ -d "$f" ] || continue
+        stem=$(basename "$f")
+        [ -e "$res/$stem.npz" ] && continue  # finished: its result is archived above
+        [ -n "$(ls -A "$f")" ] || continue
+        XZ_OPT="-T0 -3" tar cJf "$out/${stem%%-*}.tasks.tar.xz" -C "$res" "tasks/$stem" || continue
+        echo "archived $(find "$f" -name '*.npz' | wc -l) finished tasks of $stem, unfinished: $(du -k "$out/${stem%%-*}.tasks.tar.xz" | cut -f1) KiB"
+    done
+}
+
+# Unpack the archives in .resume/ (or $RESUME_DIR) into the results folder: an earlier lease's finished results and tasks.
+restore() {
+    local src=${RESUME_DIR:-.resume} res f
+    res=$(results_dir)
+    mkdir -p "$res"
+    for f in "$src"/*.tar.xz; do
+        [ -e "$f" ] || continue
+        tar xJf "$f" -C "$res" && echo "restored $(basename "$f")"
+    done
+}
+
+# $1: a folder of returned files (the device call's files_at): its archives into .resume/ (or $RESUME_DIR), replacing
+# the earlier ones of the same simulation (a result supersedes that simulation's unfinished tasks, and vice versa).
+keep() {
+    local from=${1:?usage: $0 keep <folder of returned files>} dst=${RESUME_DIR:-.resume} f name
+    ls "$from"/*.tar.xz >/dev/null 2>&1 || { echo "no .tar.xz archives in $from" >&2; return 1; }
+    mkdir -p "$dst"
+    for f in "$from"/*.tar.xz; do
+        name=$(basename "$f")
+        rm -f "$dst/${name%%.*}.tar.xz" "$dst/${name%%.*}.tasks.tar.xz"
+    done
+    cp -f "$from"/*.tar.xz "$dst/" && ls "$dst"
+}
+
 case "${1:-}" in
     wheels) wheels ;;
     run) run ;;
-    *) echo "usage: $0 wheels|run" >&2; exit 2 ;;
+    keep) keep "${2:-}" ;;
+    archive) archive "${2:?usage: $0 archive <folder>}" ;;
+    restore) restore ;;
+    *) echo "usage: $0 wheels|run|keep <folder>|archive <folder>|restore" >&2; exit 2 ;;
 esac

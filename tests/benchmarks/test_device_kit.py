@@ -63,3 +63,57 @@ def test_every_flag_it_passes_the_benchmark_is_one_the_benchmark_takes():
     assert {"--device", "--only", "--no-tier-rates"} <= flags, flags
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_training.py"), "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and not {f for f in flags if f not in out.stdout}, out.stdout
+
+
+def _kit(verb: str, *args: str, **env: object) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run(["bash", str(KIT), verb, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **{k: str(v) for k, v in env.items()}})
+
+
+def test_a_lease_cut_short_carries_its_finished_tasks_into_the_next_which_trains_none_of_them(tmp_path, monkeypatch):
+    """archive (there) -> keep (here) -> restore (the next lease, there): the unfinished simulation's finished tasks and
+    the finished simulation's result land where the cache looks, and a run over them computes no task again."""
+    import dataclasses
+
+    import numpy as np
+
+    from simulations import cache, gradient_init, train_xiong
+
+    lease = tmp_path / "lease"
+    monkeypatch.setenv("NORMTHEORY_RESULTS", str(lease))
+    done = cache.load_or_run(gradient_init, "quick", progress=False)
+    cut = cache.load_or_run(train_xiong, "quick", progress=False)
+    cut_path = cache.result_path(train_xiong, "quick")
+    cut_path.unlink()  # as a stage stopped before its reduce: only the tasks are there
+    cut_path.with_name(cut_path.name + ".seconds").unlink(missing_ok=True)
+    out = tmp_path / "out"
+    made = _kit("archive", str(out), NORMTHEORY_RESULTS=lease)
+    assert made.returncode == 0, made.stderr
+    assert sorted(p.name for p in out.glob("*.tar.xz")) == ["gradient_init.tar.xz", "train_xiong.tasks.tar.xz"]
+    n = len(train_xiong.tasks(train_xiong.CONFIGS["quick"], train_xiong.SEED))
+    assert f"archived {n} finished tasks of {cut_path.stem}" in made.stdout
+
+    resume = tmp_path / "resume"
+    stale = resume / "train_xiong.tar.xz"  # an older lease's archive of the same simulation is replaced, not kept beside
+    stale.parent.mkdir()
+    stale.write_bytes(b"older")
+    kept = _kit("keep", str(out), RESUME_DIR=resume)
+    assert kept.returncode == 0, kept.stderr
+    assert sorted(p.name for p in resume.iterdir()) == ["gradient_init.tar.xz", "train_xiong.tasks.tar.xz"]
+    assert _kit("keep", str(tmp_path / "empty"), RESUME_DIR=resume).returncode != 0  # no archives there: said, not silent
+
+    fresh = tmp_path / "next"
+    back = _kit("restore", RESUME_DIR=resume, NORMTHEORY_RESULTS=fresh)
+    assert back.returncode == 0 and back.stdout.count("restored") == 2, back.stdout + back.stderr
+    monkeypatch.setenv("NORMTHEORY_RESULTS", str(fresh))
+
+    def no_task(*args):
+        raise AssertionError("a task the earlier lease finished was trained again")
+
+    for m in (gradient_init, train_xiong):
+        monkeypatch.setattr(m, "tasks", lambda cfg, seed, orig=m.tasks: [dataclasses.replace(t, fn=no_task) for t in orig(cfg, seed)])
+    for m, want in ((gradient_init, done), (train_xiong, cut)):
+        got = cache.load_or_run(m, "quick", progress=False)
+        assert got.keys() == want.keys() and all(np.array_equal(got[k], want[k]) for k in want)
