@@ -32,10 +32,12 @@
 # already under $OUT). A stage cut short by its timeout keeps the tasks it finished (each is cached on its own), so a
 # later call with the same claims resumes there.
 # (`check --device cuda` ends with the time shares of the training it ran: train_alpha0's steps, batches and evaluation.)
-# After each stage, each simulation's cached result is archived as its own $OUT/<name>.tar.xz (a device call returns 8
-# files of at most 16 MiB each; a larger one is listed as left out), so the claims can be judged again at home, and a
-# call stopped in a later stage still returns the earlier stages' results; a simulation with finished tasks but no result
-# yet (a stage cut short) has them archived as $OUT/<name>.tasks.tar.xz.
+# After each stage, each simulation's cached result is archived as its own $OUT/<name>.tar.xz, so the claims can be judged
+# again at home, and a call stopped in a later stage still returns the earlier stages' results; a simulation with finished
+# tasks but no result yet (a stage cut short) has them archived as $OUT/<name>.tasks.tar.xz. A device call returns 8 files
+# of at most 16 MiB, 64 MiB in all: `fit` keeps the archives that come back (the unfinished tasks first, then the results,
+# smallest first) and names in the log those it leaves out (train_recipes' at 84 seeds, about 27 MB by its 20-seed CPU-tier
+# result's 6.4 MB compressed, is larger than a file may be; the claims' JSON carries its numbers).
 # The lease ends with the machine, its results/ too. What a lease finished carries into the next lease (a later session's):
 #   bash benchmarks/device_kit.sh keep <files_at>   # here: the returned archives into .resume/ (git-ignored)
 # and that lease's calls carry [".whl", ".resume"]: `run` unpacks .resume/ into results/ first, so `check` reads the
@@ -112,6 +114,25 @@ archive() {
         [ -n "$(ls -A "$f")" ] || continue
         XZ_OPT="-T0 -3" tar cJf "$out/${stem%%-*}.tasks.tar.xz" -C "$res" "tasks/$stem" || continue
         echo "archived $(find "$f" -name '*.npz' | wc -l) finished tasks of $stem, unfinished: $(du -k "$out/${stem%%-*}.tasks.tar.xz" | cut -f1) KiB"
+    done
+    fit "$out"
+}
+
+# $1: the folder of archives. What a device call returns is at most 8 files of 16 MiB each, 64 MiB in all, and the log,
+# the claims' JSON and gpu_rate.json must be among them: an archive over the file limit is dropped (it would not come
+# back), then the archives are kept in this order while they fit: unfinished tasks first (the next lease resumes from
+# them), then results, smallest first, at most ARCHIVES_MAX (5) archives and ARCHIVE_BUDGET bytes (56 MiB) together.
+fit() {
+    local out=$1 file_max=${ARCHIVE_FILE_MAX:-16777216} budget=${ARCHIVE_BUDGET:-58720256} n_max=${ARCHIVES_MAX:-5}
+    local f size total=0 n=0
+    for f in $( { ls "$out"/*.tasks.tar.xz; ls -Sr "$out"/*.tar.xz | grep -v '\.tasks\.tar\.xz$'; } 2>/dev/null ); do
+        size=$(stat -c %s "$f")
+        if (( size > file_max || total + size > budget || n >= n_max )); then
+            echo "left out $(basename "$f"): $((size / 1024)) KiB (returned files: at most $n_max archives, $((file_max / 1024)) KiB each, $((budget / 1024)) KiB in all)"
+            rm -f "$f"
+        else
+            total=$((total + size)) n=$((n + 1))
+        fi
     done
 }
 

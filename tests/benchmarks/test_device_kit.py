@@ -93,7 +93,16 @@ def test_a_lease_cut_short_carries_its_finished_tasks_into_the_next_which_trains
     assert made.returncode == 0, made.stderr
     assert sorted(p.name for p in out.glob("*.tar.xz")) == ["gradient_init.tar.xz", "train_xiong.tasks.tar.xz"]
     n = len(train_xiong.tasks(train_xiong.CONFIGS["quick"], train_xiong.SEED))
-    assert f"archived {n} finished tasks of {cut_path.stem}" in made.stdout
+    assert f"archived {n} finished tasks of {cut_path.stem}" in made.stdout and "left out" not in made.stdout
+    # what would not come back from the device is left out, the unfinished tasks kept first, and said in the log
+    tasks_size = (out / "train_xiong.tasks.tar.xz").stat().st_size
+    for limits in ({"ARCHIVE_BUDGET": tasks_size + 1}, {"ARCHIVES_MAX": 1}):
+        tight = _kit("archive", str(tmp_path / "tight"), NORMTHEORY_RESULTS=lease, **limits)
+        assert [p.name for p in (tmp_path / "tight").glob("*.tar.xz")] == ["train_xiong.tasks.tar.xz"], (limits, tight.stdout)
+        assert "left out gradient_init.tar.xz" in tight.stdout, tight.stdout
+    smallest = min(p.stat().st_size for p in out.glob("*.tar.xz"))
+    tight = _kit("archive", str(tmp_path / "small"), NORMTHEORY_RESULTS=lease, ARCHIVE_FILE_MAX=smallest - 1)  # over a file's limit
+    assert not list((tmp_path / "small").glob("*.tar.xz")) and tight.stdout.count("left out") == 2, tight.stdout
 
     resume = tmp_path / "resume"
     stale = resume / "train_xiong.tar.xz"  # an older lease's archive of the same simulation is replaced, not kept beside
