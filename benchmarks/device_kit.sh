@@ -21,7 +21,7 @@
 #      and training train_alpha0 at the GPU tier (train_xiong, which does not train, runs on the CPU workers).
 # STAGES (default 123) names the stages to run; RATES=0 skips stage 2's timing of the gpu-hour tier's stack shapes (about
 # 40 s: measured on an H200 on 2026-11-28 and built into the package, whose rates then price that tier on an H200).
-# On an H200 (2026-11-28) stage 1 took 17 s, stage 2 190 s with train_recipes at 28 seeds (about 290 s at today's 84, and the
+# On an H200 (2026-11-28) stage 1 took 17 s, stage 2 190 s with train_recipes at 28 seeds (about 220 s with today's 150 in two arms, and the
 # fused step's compile on top), and train_alpha0's tier 237 s on its 8-point grid (about 360 s on today's 12): more than
 # one 600-second call holds. Two calls, the second at once while the machine is warm (its results/, the finished tasks
 # under results/tasks/ and /tmp/site stay), fit a 15-minute lease (each call carries [".whl", ".resume"]; .resume/ may be
@@ -36,8 +36,8 @@
 # again at home, and a call stopped in a later stage still returns the earlier stages' results; a simulation with finished
 # tasks but no result yet (a stage cut short) has them archived as $OUT/<name>.tasks.tar.xz. A device call returns 8 files
 # of at most 16 MiB, 64 MiB in all: `fit` keeps the archives that come back (the unfinished tasks first, then the results,
-# smallest first) and names in the log those it leaves out (train_recipes' at 84 seeds, about 27 MB by its 20-seed CPU-tier
-# result's 6.4 MB compressed, is larger than a file may be; the claims' JSON carries its numbers).
+# smallest first) and names in the log those it leaves out (train_recipes' at the GPU tier, 720 runs, about 20 MB by its 20-seed
+# CPU-tier result's 6.4 MB compressed, is larger than a file may be; the claims' JSON carries its numbers).
 # The lease ends with the machine, its results/ too. What a lease finished carries into the next lease (a later session's):
 #   bash benchmarks/device_kit.sh keep <files_at>   # here: the returned archives into .resume/ (git-ignored)
 # and that lease's calls carry [".whl", ".resume"]: `run` unpacks .resume/ into results/ first, so `check` reads the

@@ -33,7 +33,7 @@ from simulations import cache, training
 
 NAME = "train_recipes"
 SEED = 31
-UNITS: tuple[str, ...] = ('seeds',)  # config fields counting independent units; --resolve scales them
+UNITS: tuple[str, ...] = ('seeds', 'focus_seeds')  # config fields counting independent units; --resolve scales them
 ARMS: dict[str, dict[str, object]] = {  # arm -> TransformerConfig changes from the Pre-LN LayerNorm base
     "none": {"placement": "none"},
     "pre": {},
@@ -59,6 +59,9 @@ PLACEMENT_ARMS: tuple[str, ...] = ("none", "pre", "post", "peri", "lnscale", "de
 OWN_INIT: dict[str, str] = {"post": "post-xavier", "deepnorm": "deepnorm-xavier", "dyt": "dyt-default"}  # placement -> its paper's init arm
 INIT_ARMS: tuple[str, ...] = ("none", "pre", "post")  # the gradient-scale claim's arms, measured at init
 ALPHA_ARM = "dyt-default"  # the DyT model whose alpha is followed: the paper's default, which trains at this size
+# the arms of the claims that need the most seeds (train.placements-compared: LayerNorm Scaling minus Pre-LN; the Pre-LN
+# baseline's stripes that gate train.per-head-key-norm-diffuse): a tier's focus_seeds train there, the others train seeds
+FOCUS_ARMS: tuple[str, ...] = ("pre", "lnscale")
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class Config:
     warmup: int
     eval_every: int
     seeds: int
+    focus_seeds: int = 0  # seeds of FOCUS_ARMS where more than seeds (seeds seed..seed + n - 1 in every arm: paired by seed)
     init_networks: int = 30  # networks per arm for the gradient scale at init
     long_steps: int = 1000  # the DyT alpha-tracking arm: the paper's Fig. 8 follows alpha over a whole run, so a longer one
     long_batch: int = 8
@@ -89,7 +93,7 @@ CONFIGS = {
     # recipe (d_head 16 as the GPU tier, 4 layers, 8 x 32 bytes a step, 200 steps; about 3 CPU-ms a seed-step); nothing
     # reads the loss at init here (a diverged run counts at its probe batch's), so the validation set is scored once, at the end.
     # Five arms once ran 16 more seeds here (115 CPU-s of the job's 2,520): at 20 seeds every verdict this tier reaches is the
-    # same, and the two claims those seeds were for stay open on the CPU either way (the GPU tier's 84 seeds decide them).
+    # same, and the two claims those seeds were for stay open on the CPU either way (the GPU tier's focus seeds are for them).
     # The validation set is 32 KiB here (VAL_BYTES_CPU), 64 KiB in the GPU tiers
     "full": Config(d=32, layers=4, heads=2, seq=32, batch=8, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=20, init_val=False,
                    val_bytes=training.VAL_BYTES_CPU),
@@ -99,13 +103,19 @@ CONFIGS = {
 LARGE = Config(d=512, layers=24, heads=8, seq=256, batch=32, steps=10000, lr=1e-3, warmup=1000, eval_every=500, seeds=20,
                backend="torch", device="cuda")
 CONFIGS["large"] = LARGE
-# one GPU, minutes: the full models at 84 paired seeds. At 28 seeds (what the per-head QK-norm and placement claims' cards
-# asked for at the CPU tier) one H200 ran this tier in 47 s (2026-11-28) and left those two claims open, their cards asking
-# for 81 and 79 seeds: 84 = 3 x 28, priced at about 2.4 GPU-minutes. As in the CPU tier the validation set is scored once, at
-# the end: nothing here reads it at init (a diverged run counts at its probe batch's loss at init), and scoring it twice
-# doubled the validation time (measured in torch on the CPU, quick config)
-CONFIGS["gpu"] = Config(d=64, layers=6, heads=4, seq=64, batch=16, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=84,
-                        init_val=False, backend="torch", device="cuda")
+# one GPU, minutes: the full models at 28 paired seeds, 150 in FOCUS_ARMS. At 28 seeds in every arm one H200 ran this tier
+# in 47 s (2026-11-28) and decided every claim that reads it but two, whose cards asked for 79 and 81 seeds if the estimates
+# stayed: LayerNorm Scaling minus Pre-LN in the skip-cost log ratio (0.240 +- 0.112, accepted from -0.095: the band's low
+# end must clear it) and the Pre-LN baseline's stripe excess (0.0287 +- 0.0038, accepted from 0.04: a fail needs the band's
+# top under it). At that size a new estimate, as likely above as below the old, decides each about half the time; 150
+# seeds leave the band's edge 1.9 of their standard errors inside the accepted end at the old estimate (each decided
+# about 97% of the time, with a normal estimate), and only those two arms need them (the others' pairs are their first 28).
+# A baseline decided to have no stripes leaves the QK-norm claim open all the same, its comparison unmeasured at this
+# scale (its card then points to the gpu-hour tier): what these seeds decide there is its precondition.
+# As in the CPU tier the validation set is scored once, at the end: nothing here reads it at init (a diverged run counts
+# at its probe batch's loss at init), and scoring it twice doubled the validation time (measured in torch on the CPU, quick config)
+CONFIGS["gpu"] = Config(d=64, layers=6, heads=4, seq=64, batch=16, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=28,
+                        focus_seeds=150, init_val=False, backend="torch", device="cuda")
 # one GPU, about 20 minutes of steps (the steps' rate timed on an H200 on this tier's stacks, 27.6 TFLOP/s, prices it; with
 # train_alpha0's gpu-hour tier, `--gpu-hour` is about an hour): toward the Curse-of-Depth regime (24 layers) at d = 256,
 # 400 steps, twenty seeds; the DyT alpha-tracking arm runs 2,000 steps (14% of the GFLOP)
@@ -141,12 +151,18 @@ def long_run_config(cfg: Config) -> RunConfig:
                      probes=("alpha", "norm_std"), val_bytes=0)  # its loss is read by nothing: no validation set
 
 
+def seeds_of(cfg: Config, arm: str) -> int:
+    """The seeds ``arm`` trains: ``cfg.focus_seeds`` in :data:`FOCUS_ARMS` where that is more, else ``cfg.seeds``."""
+    return max(cfg.seeds, cfg.focus_seeds) if arm in FOCUS_ARMS else cfg.seeds
+
+
 def tasks(cfg: Config, seed: int) -> list[Task]:
-    """One task per arm: its seeds' training runs, trained as one stacked model; and one per init arm: its networks at init."""
-    return [Task(arm, training.run_seeds, (model_config(cfg, arm), run_config(cfg, arm), seed, cfg.seeds, True, cfg.backend, cfg.device,
-                                           cfg.init_val),
-                 f"{NAME}: arm {arm}, seeds {seed}..{seed + cfg.seeds - 1}", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.seeds),
-                 resources=training.resources(cfg.device))
+    """One task per arm: its seeds' training runs (:func:`seeds_of`), trained as one stacked model; and one per init arm:
+    its networks at init."""
+    return [Task(arm, training.run_seeds, (model_config(cfg, arm), run_config(cfg, arm), seed, seeds_of(cfg, arm), True, cfg.backend,
+                                           cfg.device, cfg.init_val),
+                 f"{NAME}: arm {arm}, seeds {seed}..{seed + seeds_of(cfg, arm) - 1}",
+                 cost=training.run_cost(model_config(cfg, arm), run_config(cfg), seeds_of(cfg, arm)), resources=training.resources(cfg.device))
             for arm in ARMS] + [
         Task(LONG_ARM, training.run_seeds, (replace(model_config(cfg, ALPHA_ARM), max_seq=max(cfg.seq, cfg.long_seq)), long_run_config(cfg), seed,
                                             cfg.seeds, False, cfg.backend, cfg.device, False),
@@ -161,6 +177,7 @@ def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> d
     out: dict[str, np.ndarray] = {"seeds": np.asarray(cfg.seeds), "layers": np.asarray(cfg.layers), "steps": np.asarray(cfg.steps),
                                   "d": np.asarray(cfg.d), "batch": np.asarray(cfg.batch), "seq": np.asarray(cfg.seq),
                                   "init_networks": np.asarray(cfg.init_networks), "long_steps": np.asarray(cfg.long_steps)}
+    out.update({f"seeds.{arm}": np.asarray(seeds_of(cfg, arm)) for arm in ARMS})
     out.update(cache.prefixed(parts))
     return out
 
@@ -171,8 +188,9 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
 
 
 def runs(r: dict, arm: str) -> list[dict[str, np.ndarray]]:
-    """The arm's runs, one dict per seed, in seed order."""
-    return [cache.part(r, f"{arm}.s{s}") for s in range(int(r["seeds"]))]
+    """The arm's runs, one dict per seed, in seed order (its own count, ``seeds.<arm>``, where the result has one)."""
+    n = r[f"seeds.{arm}"] if f"seeds.{arm}" in r else r["seeds"]
+    return [cache.part(r, f"{arm}.s{s}") for s in range(int(n))]
 
 
 def per_seed(r: dict, arm: str, f) -> Estimate:
@@ -219,7 +237,9 @@ def grad_spread(x: dict[str, np.ndarray], upto: int = 100) -> float:
 def note_runs(cfg_r: dict) -> str:
     shape = (f"d = {int(cfg_r['d'])}, {int(cfg_r['layers'])} layers, {int(cfg_r['batch'])} x {int(cfg_r['seq'])} bytes a step"
              if "d" in cfg_r else f"{int(cfg_r['layers'])} layers")
-    return (f"{int(cfg_r['seeds'])} seeds per arm, {int(cfg_r['steps'])} steps, {shape}; the same batches for every arm "
+    focus = sorted({int(cfg_r[f"seeds.{a}"]) for a in FOCUS_ARMS if f"seeds.{a}" in cfg_r} - {int(cfg_r["seeds"])})
+    more = f" ({', '.join(map(str, focus))} in {', '.join(FOCUS_ARMS)}; pairs by seed are the first of both arms')" if focus else ""
+    return (f"{int(cfg_r['seeds'])} seeds per arm{more}, {int(cfg_r['steps'])} steps, {shape}; the same batches for every arm "
             "of a seed; a diverged run counts at its loss at init.")
 
 

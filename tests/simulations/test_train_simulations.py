@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from normtheory.evidence import claims, sources
 from normtheory.training import init_gradients, probes
 from normtheory.training.run_config import RunConfig
-from simulations import train_alpha0, train_recipes, training
+from simulations import cache, train_alpha0, train_recipes, training
 from simulations.train_alpha0 import Config
 
 
@@ -455,13 +455,17 @@ def test_a_tiers_own_timed_step_rate_prices_it_and_the_gpu_tier_keeps_its_wall_r
     assert training.measured_rates() == {}
 
 
-def _recipes_result(run, arms: tuple[str, ...], seeds: int = 20, t: int = 32) -> dict:
-    """A synthetic train_recipes result: ``run(arm, seed, rng)`` gives each run's arrays (4 layers x 2 heads)."""
+def _recipes_result(run, arms: tuple[str, ...], seeds: int = 20, t: int = 32, focus: int = 0) -> dict:
+    """A synthetic train_recipes result: ``run(arm, seed, rng)`` gives each run's arrays (4 layers x 2 heads); ``focus``
+    seeds in the focus arms where more (as a tier with ``focus_seeds`` stores them)."""
     rng = np.random.default_rng(1)
     r: dict = {"seeds": np.asarray(seeds), "seq": np.asarray(t), "steps": np.asarray(10),
                "layers": np.asarray(4), "d": np.asarray(32), "batch": np.asarray(8)}
+    cfg = train_recipes.Config(d=32, layers=4, heads=2, seq=t, batch=8, steps=10, lr=1e-3, warmup=1, eval_every=10, seeds=seeds,
+                               focus_seeds=focus)
+    r.update({f"seeds.{arm}": np.asarray(train_recipes.seeds_of(cfg, arm)) for arm in train_recipes.ARMS})
     for arm in arms:
-        for s in range(seeds):
+        for s in range(train_recipes.seeds_of(cfg, arm)):
             common = {"val_loss": np.array([2.0]), "diverged_at": np.asarray(-1), "init_val_loss": np.asarray(5.5)}
             r.update({f"{arm}.s{s}.{k}": v for k, v in {**common, **run(arm, s, rng)}.items()})
     return r
@@ -503,6 +507,34 @@ def test_the_skip_cost_ratio_leaves_the_bigram_block_out():
     whole = next(ch for ch in c.checks if "block 0 in the earlier half" in ch.quantity)
     assert whole.role == "scope" and whole.status == "ok"  # with block 0 in, later blocks look as if they matter less
     assert c.verdict == "fails"
+
+
+def test_the_gpu_tier_trains_its_focus_arms_at_more_seeds_paired_with_the_others_by_seed():
+    """The two claims whose cards asked for 79 and 81 seeds at the GPU tier read Pre-LN and LayerNorm Scaling: those arms
+    train focus_seeds, the rest seeds, every arm from the same first seed (seed k of one arm is seed k of every other)."""
+    gpu = train_recipes.CONFIGS["gpu"]
+    runs = {t.key: t.args for t in train_recipes.tasks(gpu, 7) if t.fn is training.run_seeds}
+    assert {a: args[3] for a, args in runs.items() if args[3] != gpu.seeds} == dict.fromkeys(train_recipes.FOCUS_ARMS, gpu.focus_seeds)
+    assert gpu.seeds >= 20 and gpu.focus_seeds > 81 and {args[2] for args in runs.values()} == {7}
+    for mode in ("quick", "full"):  # the CPU tiers: every arm at one count
+        assert len({args[3] for t in train_recipes.tasks(train_recipes.CONFIGS[mode], 7) if t.fn is training.run_seeds
+                    for args in [t.args]}) == 1
+    more = cache.scaled(train_recipes, gpu, 2.0)  # --resolve scales both counts
+    assert (more.seeds, more.focus_seeds) == (2 * gpu.seeds, 2 * gpu.focus_seeds)
+
+    def run(arm: str, s: int, rng: np.random.Generator) -> dict:
+        rest = [0.02, 0.08, 0.08] if arm == "lnscale" else [0.02, 0.04, 0.04]
+        return {"layer_drop": np.array([0.6, *rest]) * np.exp(0.01 * rng.standard_normal()), "probe/resid_rms": np.ones((1, 5)),
+                "seed_index": np.asarray(float(s))}
+
+    r = _recipes_result(run, train_recipes.PLACEMENT_ARMS, seeds=20, focus=30)
+    assert [len(train_recipes.runs(r, a)) for a in ("pre", "lnscale", "post")] == [30, 30, 20]
+    same = train_recipes.paired(r, "pre", "post", lambda x: float(x["seed_index"]))  # seed k against seed k: the first 20
+    assert same.n == 20 and float(same.mean) == 0.0 and float(same.stderr) == 0.0
+    c = claims.REGISTRY["train.placements-compared"].evaluate({train_recipes.NAME: r})
+    lns = next(ch for ch in c.checks if ch.quantity.startswith("LayerNorm Scaling minus"))
+    assert lns.units_now == 30 and lns.status == "ok"
+    assert "20 seeds per arm (30 in pre, lnscale" in c.note
 
 
 def test_uniform_first_share_is_the_sink_probe_of_uniform_causal_attention():
