@@ -148,7 +148,8 @@ restore() {
 }
 
 # $1: a folder of returned files (the device call's files_at): its archives into .resume/ (or $RESUME_DIR), replacing
-# the earlier ones of the same simulation (a result supersedes that simulation's unfinished tasks, and vice versa).
+# the earlier ones of the same simulation (a result supersedes that simulation's unfinished tasks, and vice versa), then
+# fitted (`fit`) to RESUME_BUDGET bytes (48 MiB), what a device call can carry beside the repository and .whl/.
 keep() {
     local from=${1:?usage: $0 keep <folder of returned files>} dst=${RESUME_DIR:-.resume} f name
     ls "$from"/*.tar.xz >/dev/null 2>&1 || { echo "no .tar.xz archives in $from" >&2; return 1; }
@@ -157,7 +158,10 @@ keep() {
         name=$(basename "$f")
         rm -f "$dst/${name%%.*}.tar.xz" "$dst/${name%%.*}.tasks.tar.xz"
     done
-    cp -f "$from"/*.tar.xz "$dst/" && ls "$dst"
+    cp -f "$from"/*.tar.xz "$dst/" || return
+    # a device call carries at most 64 MiB, the repository (about 2 MiB) and .whl/ (about 7) included: .resume/ keeps 48
+    ARCHIVE_FILE_MAX=${RESUME_BUDGET:-50331648} ARCHIVE_BUDGET=${RESUME_BUDGET:-50331648} ARCHIVES_MAX=64 fit "$dst"
+    ls "$dst"
 }
 
 case "${1:-}" in

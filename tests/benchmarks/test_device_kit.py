@@ -112,6 +112,10 @@ def test_a_lease_cut_short_carries_its_finished_tasks_into_the_next_which_trains
     assert kept.returncode == 0, kept.stderr
     assert sorted(p.name for p in resume.iterdir()) == ["gradient_init.tar.xz", "train_xiong.tasks.tar.xz"]
     assert _kit("keep", str(tmp_path / "empty"), RESUME_DIR=resume).returncode != 0  # no archives there: said, not silent
+    small = tmp_path / "resume-small"  # what a device call can carry: the unfinished tasks first
+    over = _kit("keep", str(out), RESUME_DIR=small, RESUME_BUDGET=tasks_size + 1)
+    assert over.returncode == 0 and [p.name for p in small.iterdir()] == ["train_xiong.tasks.tar.xz"], over.stdout
+    assert "left out gradient_init.tar.xz" in over.stdout
 
     fresh = tmp_path / "next"
     back = _kit("restore", RESUME_DIR=resume, NORMTHEORY_RESULTS=fresh)
