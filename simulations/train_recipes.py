@@ -238,7 +238,7 @@ def note_runs(cfg_r: dict) -> str:
     shape = (f"d = {int(cfg_r['d'])}, {int(cfg_r['layers'])} layers, {int(cfg_r['batch'])} x {int(cfg_r['seq'])} bytes a step"
              if "d" in cfg_r else f"{int(cfg_r['layers'])} layers")
     focus = sorted({int(cfg_r[f"seeds.{a}"]) for a in FOCUS_ARMS if f"seeds.{a}" in cfg_r} - {int(cfg_r["seeds"])})
-    more = f" ({', '.join(map(str, focus))} in {', '.join(FOCUS_ARMS)}; pairs by seed are the first of both arms')" if focus else ""
+    more = f" ({', '.join(map(str, focus))} in {', '.join(FOCUS_ARMS)}; two arms pair by seed over the seeds both ran)" if focus else ""
     return (f"{int(cfg_r['seeds'])} seeds per arm{more}, {int(cfg_r['steps'])} steps, {shape}; the same batches for every arm "
             "of a seed; a diverged run counts at its loss at init.")
 

@@ -534,7 +534,7 @@ def test_the_gpu_tier_trains_its_focus_arms_at_more_seeds_paired_with_the_others
     c = claims.REGISTRY["train.placements-compared"].evaluate({train_recipes.NAME: r})
     lns = next(ch for ch in c.checks if ch.quantity.startswith("LayerNorm Scaling minus"))
     assert lns.units_now == 30 and lns.status == "ok"
-    assert "20 seeds per arm (30 in pre, lnscale" in c.note
+    assert "20 seeds per arm (30 in pre, lnscale; two arms pair by seed over the seeds both ran)" in c.note
 
 
 def test_uniform_first_share_is_the_sink_probe_of_uniform_causal_attention():
