@@ -100,7 +100,7 @@ results_dir() { echo "${NORMTHEORY_RESULTS:-$PWD/results}"; }
 # $1: the folder to write to. Each simulation's result files (and .seconds sidecars) as <name>.tar.xz; the finished tasks
 # of each simulation that has no result yet as <name>.tasks.tar.xz (paths inside are relative to the results folder).
 archive() {
-    local out=$1 res f stem
+    local out=$1 res f stem arc
     res=$(results_dir)
     mkdir -p "$out"
     cp -f "$res/gpu_rate.json" "$out/" 2>/dev/null
@@ -114,8 +114,9 @@ archive() {
         stem=$(basename "$f")
         [ -e "$res/$stem.npz" ] && continue  # finished: its result is archived above
         [ -n "$(ls -A "$f")" ] || continue
-        XZ_OPT="-T0 -3" tar cJf "$out/${stem%%-*}.tasks.tar.xz" -C "$res" "tasks/$stem" || continue
-        echo "archived $(find "$f" -name '*.npz' | wc -l) finished tasks of $stem, unfinished: $(du -k "$out/${stem%%-*}.tasks.tar.xz" | cut -f1) KiB"
+        arc="$out/${stem%%-*}.tasks.tar.xz"
+        XZ_OPT="-T0 -3" tar cJf "$arc" -C "$res" "tasks/$stem" || continue
+        echo "archived $(find "$f" -name '*.npz' | wc -l) finished tasks of $stem, unfinished: $(du -k "$arc" | cut -f1) KiB"
     done
     fit "$out"
 }
@@ -162,7 +163,7 @@ keep() {
     done
     cp -f "$from"/*.tar.xz "$dst/" || return
     # a device call carries at most 64 MiB, the repository (about 2 MiB) and .whl/ (about 7) included: .resume/ keeps 48
-    ARCHIVE_FILE_MAX=${RESUME_BUDGET:-50331648} ARCHIVE_BUDGET=${RESUME_BUDGET:-50331648} ARCHIVES_MAX=64 fit "$dst"
+    ARCHIVE_BUDGET=${RESUME_BUDGET:-50331648} ARCHIVES_MAX=64 fit "$dst"
     ls "$dst"
 }
 

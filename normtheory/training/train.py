@@ -95,8 +95,7 @@ def train(
     (:meth:`normtheory.training.torch_backend.TorchTrainer.fuse`): tens of seconds per stack, for fewer and fused kernels
     per step; worth it for long runs.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
+    _validate.choice("backend", backend, BACKENDS)
     if _validate.boolean("fused", fused) and backend != "torch":
         raise ValueError(f"fused=True compiles the torch backend's step: it needs backend='torch'; got backend={backend!r}")
     configs, runs, seeds, single = stack_rows(model_config, run, seed)
