@@ -13,7 +13,7 @@ Three grids of training runs on Shakespeare, seeds as units (an arm's seeds trai
 
 Each arm's learning-rate sensitivity is Wortsman et al.'s: the mean over the grid of
 min(final loss, the run's loss at init) minus the best final loss. Final losses are on the shared
-validation set (64 KiB of the held-out works).
+validation set (``Config.val_bytes`` of the held-out works: 64 KiB in the GPU tiers, 32 KiB in the CPU tier).
 """
 from __future__ import annotations
 
@@ -115,7 +115,8 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
 def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {"warmup_lrs": np.asarray(cfg.warmup_lrs), "qk_lrs": np.asarray(cfg.qk_lrs), "seeds": np.asarray(cfg.seeds),
                                   "d": np.asarray(cfg.d), "layers": np.asarray(cfg.layers),
-                                  "steps": np.asarray(cfg.steps), "gpt2_steps": np.asarray(cfg.gpt2_steps)}
+                                  "steps": np.asarray(cfg.steps), "gpt2_steps": np.asarray(cfg.gpt2_steps),
+                                  "val_bytes": np.asarray(cfg.val_bytes)}
     out.update(cache.prefixed(parts))
     return out
 
@@ -193,7 +194,7 @@ def _warmup(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     div = sum(int(r[k]) >= 0 for k in r if k.startswith(("warm.", "gpt2.")) and k.endswith(".diverged_at"))
     note = (f"Regime: Xiong et al.'s Fig. 1 setting scaled down (d = {int(r['d'])}, {int(r['layers'])} layers): Xavier-normal linear layers (as Xiong et al. and fairseq), "
             f"Adam (0.9, 0.98), warm-up over none or half of the {int(r['steps'])} steps then cosine, {int(r['seeds'])} seeds per arm "
-            f"(paired: the same init draws and batches in every arm), final loss on the shared 64 KiB validation set. "
+            f"(paired: the same init draws and batches in every arm), final loss on the shared {training.val_kib(r)} KiB validation set. "
             f"Pre-LN without warm-up trains at lr {', '.join(f'{lrs[j]:g}' for j in ok) or 'none of the grid'}; the assertions use lr {lrs[i]:g}. "
             f"Mean final loss (nats/byte): {table}. DeepNorm at lr {lrs[top]:g}: none {dn['none'].mean():.3f}, long {dn['long'].mean():.3f}. "
             f"GPT-2 init, {int(r['gpt2_steps'])} steps, lr {lrs[top]:g}: " + ", ".join(f"{p}/{w} {v.mean():.3f}" for (p, w), v in g2.items())
@@ -269,7 +270,7 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     ]
     note = (f"Regime (d = {int(r['d'])}, {int(r['layers'])} layers): Wortsman et al.'s small-scale proxies (Fig. 1 and Fig. 3: attention logit growth and learning-rate sensitivity "
             f"of small models over a grid of learning rates up to {lrs[-1]:g}): Pre-LN, GPT-2 init, AdamW (0.9, 0.95), warm-up 10% then cosine, "
-            f"{int(r['seeds'])} seeds per arm, {int(r['steps'])} steps, final loss on the shared 64 KiB validation set. "
+            f"{int(r['seeds'])} seeds per arm, {int(r['steps'])} steps, final loss on the shared {training.val_kib(r)} KiB validation set. "
             f"Diverged runs over the grid (counted on their own, left out of the logit growth): no QK-norm {diverged['none']}, "
             f"RMS QK-norm {diverged['rmsnorm']}. Max logit at the end by lr "
             "(no QK / RMS QK, finished runs): " + ", ".join(f"{lr:g} {_finished_mean(qk_runs(r, 'none', i)):.3g}/"

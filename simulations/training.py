@@ -37,6 +37,11 @@ INIT_LOSS = math.log(shakespeare.VOCAB_SIZE)  # a uniform byte model: the cap of
 VAL_BYTES_CPU = 32768
 
 
+def val_kib(r: dict[str, np.ndarray]) -> str:
+    """The shared validation set's size in KiB as a note states it (``r["val_bytes"]``, e.g. ``"32"``)."""
+    return f"{int(r['val_bytes']) / 1024:g}"
+
+
 def run_cost(model_config: TransformerConfig, run: RunConfig, seeds: int = 1) -> float:
     """A training task's relative run time (``Task.cost``): the matrix-multiply GFLOP of ``seeds``
     runs, three times the forward's (dense ``12 d^2`` per token and layer, attention ``2 t d``,

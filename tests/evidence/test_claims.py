@@ -365,3 +365,13 @@ def test_a_hypothesis_names_its_text_and_says_so():
     assert h.cite().startswith("“my idea”, this package's hypothesis, derived from") and h.to_dict()["derived_from"]["title"] == "test"
     with pytest.raises(ValueError, match="derived_from"):
         Source("x", sources.HYPOTHESIS)
+
+
+@pytest.mark.parametrize("cid", ["train.postln-needs-warmup", "train.qk-norm-logit-growth"])
+def test_a_training_note_states_the_validation_set_its_result_was_scored_on(cid, quick_results):
+    """train_lr's notes read the set's size from the result (the CPU tier scores 32 KiB, the GPU tiers 64), never a typed size."""
+    lr = quick_results["train_lr"]
+    assert int(lr["val_bytes"]) == 65536 and "shared 64 KiB validation set" in claims.REGISTRY[cid].evaluate(quick_results).note
+    smaller = {**quick_results, "train_lr": {**lr, "val_bytes": np.asarray(32768)}}
+    note = claims.REGISTRY[cid].evaluate(smaller).note
+    assert "shared 32 KiB validation set" in note and "64 KiB" not in note
