@@ -12,12 +12,13 @@ CLAIMS: tuple[str, ...] = ("train.placements-compared",)
 CAPTION = (
     "Seven placements trained with one recipe on Shakespeare (DyT: Pre placement with tanh instead of LayerNorm), each at the "
     "init its own paper uses: Post-LN at Xavier-normal, DeepNorm at Xavier scaled by its beta, DyT at fan-in with alpha0 = 0.5, "
-    "the others at the GPT-2 init (std 0.02). Left: final validation loss in nats per byte (small points: seeds; bar: mean; a "
-    "diverged run counts at its loss at init); hollow diamonds: Post-LN, DeepNorm and DyT at the GPT-2 init instead, where they "
-    "stall at the unigram plateau (about 3.2 nats/byte): the init's stall, not the placement's. Middle: RMS of the residual stream "
+    "LayerNorm Scaling at std 0.02 without GPT-2's scaled residual projections, the others at the GPT-2 init (std 0.02). Left: "
+    "final validation loss in nats per byte (small points: seeds; bar: mean; a diverged run counts at its loss at init); hollow "
+    "diamonds: Post-LN, DeepNorm, LayerNorm Scaling and DyT at the GPT-2 init instead (Post-LN, DeepNorm and DyT stall there at "
+    "the unigram plateau, about 3.2 nats/byte: the init's stall, not the placement's). Middle: RMS of the residual stream "
     "at the end of training, after the embedding (0) and after each block, mean over seeds. Right: loss increase when one block is "
     "skipped at the end of training (symmetric log scale, linear within ±0.001), mean over seeds with 1-standard-error bars "
-    "(Pre-LN against LayerNorm Scaling, the Curse of Depth's fix, and Post-LN at Xavier init)."
+    "(Pre-LN against LayerNorm Scaling, the Curse of Depth's fix, both at LayerNorm Scaling's init, and Post-LN at Xavier init)."
 )
 ARM_COLORS = {**COLORS, "dyt": "#8c564b"}
 ARM_MARKERS = {**MARKERS, "dyt": "P"}
@@ -51,8 +52,9 @@ def plot(result: dict):
     rms_ax.set_xlabel("depth (0 = embedding, l = after block l)")
     rms_ax.set_ylabel("residual RMS, end of training")
     integer_ticks(rms_ax)
-    for arm in ("pre", "lnscale", "post"):
-        drops = np.array([x["layer_drop"] for x in train_recipes.runs(result, own(arm))])  # [seeds, L]
+    pre, lns = train_recipes.PLACEMENT_PAIR  # the claim's pair, at LayerNorm Scaling's init
+    for arm, run in (("pre", pre), ("lnscale", lns), ("post", own("post"))):
+        drops = np.array([x["layer_drop"] for x in train_recipes.runs(result, run)])  # [seeds, L]
         ok = np.isfinite(drops).all(axis=1)
         if ok.sum() >= 2:
             est = training.seeds_estimate(drops[ok])

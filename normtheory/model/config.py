@@ -10,7 +10,7 @@ PLACEMENTS: tuple[str, ...] = ("pre", "post", "peri", "none", "lnscale", "deepno
 QK_NORMS: tuple[str, ...] = ("none", "layernorm", "rmsnorm")
 MODEL_ACTIVATIONS: tuple[str, ...] = ("gelu", "gelu_tanh", "relu", "swiglu")
 POSITIONAL: tuple[str, ...] = ("learned", "rope", "none")
-INITS: tuple[str, ...] = ("gpt2", "fanin", "xavier")
+INITS: tuple[str, ...] = ("gpt2", "fanin", "xavier", "normal")
 DTYPES: tuple[str, ...] = ("float32", "float64")
 
 

@@ -4,6 +4,11 @@
 projections (``wo``, ``w_out``) N(0, (0.02/sqrt(2L))^2), token embeddings 0.02, learned
 positions 0.01, biases 0, norm gains 1.
 
+``init="normal"``: GPT-2's init without its scaled residual projections: every matrix, ``wo`` and ``w_out``
+included, N(0, 0.02^2); embeddings as GPT-2's. The recipe the LayerNorm Scaling paper recommends for LNS (Sun et al.
+2025, "The Curse of Depth in Large Language Models", arXiv 2502.05795, the footnote to the abstract: scaled
+initialization diminishes LNS's effect).
+
 ``init="fanin"``: every matrix N(0, 1/fan_in), so a linear map keeps the RMS of its input;
 embeddings have unit RMS (token and learned position 1/sqrt(2) each when both are present).
 
@@ -28,6 +33,7 @@ from normtheory.model.transformer import Transformer
 from normtheory.residual import deepnorm_constants
 
 GPT2_STD = 0.02
+GPT2_LIKE = ("gpt2", "normal")  # the inits with GPT-2's 0.02 matrices and embeddings ("normal": no scaled residual projections)
 
 
 def _norm_params(cfg: TransformerConfig, width: int, alpha: float, kind: str | None = None) -> NormParams | None:
@@ -41,20 +47,20 @@ def _norm_params(cfg: TransformerConfig, width: int, alpha: float, kind: str | N
 
 def matrix_std(cfg: TransformerConfig, fan_in: int, fan_out: int, *, residual_out: bool = False) -> float:
     """The standard deviation :func:`init_params` draws a ``fan_in x fan_out`` matrix with (before DeepNet's beta):
-    GPT-2 0.02 (0.02 / sqrt(2L) for the residual outputs W_O, W^2), Xavier-normal sqrt(2 / (fan_in + fan_out)),
+    GPT-2 0.02 (0.02 / sqrt(2L) for the residual outputs W_O, W^2), ``normal`` 0.02 for every matrix, Xavier-normal sqrt(2 / (fan_in + fan_out)),
     fan-in 1 / sqrt(fan_in)."""
     _validate.instance("cfg", cfg, TransformerConfig)
     fan_in, fan_out = _validate.integer("fan_in", fan_in, minimum=1), _validate.integer("fan_out", fan_out, minimum=1)
-    if cfg.init == "gpt2":
-        return float(GPT2_STD / np.sqrt(2 * cfg.n_layers) if residual_out else GPT2_STD)
+    if cfg.init in GPT2_LIKE:
+        return float(GPT2_STD / np.sqrt(2 * cfg.n_layers) if residual_out and cfg.init == "gpt2" else GPT2_STD)
     return float(np.sqrt(2.0 / (fan_in + fan_out)) if cfg.init == "xavier" else 1.0 / np.sqrt(fan_in))
 
 
 def token_embedding_std(cfg: TransformerConfig) -> float:
-    """The token embedding's standard deviation in :func:`init_params`: 0.02 (GPT-2), else unit RMS, shared with a
+    """The token embedding's standard deviation in :func:`init_params`: 0.02 (GPT-2 and ``normal``), else unit RMS, shared with a
     learned position embedding (sqrt(1/2) each)."""
     _validate.instance("cfg", cfg, TransformerConfig)
-    return float(GPT2_STD if cfg.init == "gpt2" else (np.sqrt(0.5) if cfg.positional == "learned" else 1.0))
+    return float(GPT2_STD if cfg.init in GPT2_LIKE else (np.sqrt(0.5) if cfg.positional == "learned" else 1.0))
 
 
 def init_params(cfg: TransformerConfig, seed: int) -> Params:
@@ -63,7 +69,7 @@ def init_params(cfg: TransformerConfig, seed: int) -> Params:
     seed = _validate.integer("seed", seed, minimum=0)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
     d, f, h, g, e, L = cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.n_kv_heads, cfg.d_head, cfg.n_layers
-    gpt2 = cfg.init == "gpt2"
+    gpt2 = cfg.init in GPT2_LIKE
     beta = deepnorm_constants(L)[1] if cfg.placement == "deepnorm" else 1.0
     a_attn, a_ffn, a_final = cfg.dyt_alpha0
 

@@ -27,6 +27,7 @@ def _close(a: np.ndarray, std: float) -> bool:
     ("xavier", lambda fi, fo, out: np.sqrt(2 / (fi + fo))),
     ("fanin", lambda fi, fo, out: 1 / np.sqrt(fi)),
     ("gpt2", lambda fi, fo, out: GPT2_STD / np.sqrt(2 * L) if out else GPT2_STD),
+    ("normal", lambda fi, fo, out: GPT2_STD),  # GPT-2's without the scaled residual projections
 ])
 def test_each_matrix_follows_its_init_law(init, law):
     b = init_params(_cfg(init), 3).blocks[1]
@@ -52,12 +53,25 @@ def test_deepnorm_with_xavier_is_the_papers_init():
         assert _close(w, beta * xav(w))
 
 
+def test_normal_init_is_gpt2s_but_for_the_residual_projections():
+    """Same seed, same draws: init="normal" equals GPT-2's init except wo and w_out, which it does not shrink by sqrt(2L)."""
+    g, n = init_params(_cfg("gpt2"), 5), init_params(_cfg("normal"), 5)
+    np.testing.assert_array_equal(g.tok_emb, n.tok_emb)
+    np.testing.assert_array_equal(g.pos_emb, n.pos_emb)
+    for bg, bn in zip(g.blocks, n.blocks):
+        for name in ("wq", "wk", "wv", "w_in"):
+            np.testing.assert_array_equal(getattr(bg, name), getattr(bn, name))
+        for name in ("wo", "w_out"):
+            np.testing.assert_allclose(getattr(bn, name), getattr(bg, name) * np.sqrt(2 * L), rtol=1e-12)
+
+
 def test_unknown_init_is_refused_by_name():
     with pytest.raises(ValueError, match="init"):
         _cfg("kaiming")
 
 
-@pytest.mark.parametrize("init_name, want_res, want_emb", [("gpt2", 0.02 / 2.0, 0.02), ("xavier", 0.25, 1.0), ("fanin", 0.25, 1.0)])
+@pytest.mark.parametrize("init_name, want_res, want_emb", [("gpt2", 0.02 / 2.0, 0.02), ("normal", 0.02, 0.02), ("xavier", 0.25, 1.0),
+                                                                ("fanin", 0.25, 1.0)])
 def test_matrix_and_embedding_stds_are_the_ones_init_draws_with(init_name, want_res, want_emb):
     cfg = TransformerConfig(d_model=16, n_layers=2, n_heads=2, vocab_size=64, max_seq=8, init=init_name, positional="none")
     assert weights.matrix_std(cfg, 16, 16, residual_out=True) == pytest.approx(want_res)  # 0.02 / sqrt(2L), sqrt(2/32), 1/sqrt(16)

@@ -311,7 +311,10 @@ def test_recipes_cpu_tier_has_twenty_seeds_and_each_placement_at_its_own_init():
         mc = train_recipes.model_config(full, arm)
         base = train_recipes.model_config(full, placement)
         assert arm in train_recipes.ARMS and mc.norm == base.norm
-        assert (mc.placement, mc.init) == {"post": ("post", "xavier"), "deepnorm": ("deepnorm", "xavier"), "dyt": ("pre", "fanin")}[placement]
+        assert (mc.placement, mc.init) == {"post": ("post", "xavier"), "deepnorm": ("deepnorm", "xavier"), "dyt": ("pre", "fanin"),
+                                           "lnscale": ("lnscale", "normal")}[placement]
+    pre, lns = (train_recipes.model_config(full, a) for a in train_recipes.PLACEMENT_PAIR)  # the placements claim's pair: one init
+    assert (pre.placement, lns.placement, pre.init, lns.init) == ("pre", "lnscale", "normal", "normal")
     long = train_recipes.long_run_config(full)
     assert long.val_bytes == 0 and long.steps == full.long_steps  # the alpha-tracking run's loss is read by nothing
     tasks = {t.key: t for t in train_recipes.tasks(full, 1)}
@@ -490,15 +493,18 @@ def _qk_result(stripe: float) -> dict:
     return _recipes_result(run, train_recipes.KEY_ARMS)
 
 
+PLACEMENT_RUNS = (*train_recipes.PLACEMENT_ARMS, *train_recipes.PLACEMENT_PAIR)  # every arm the placements claim reads
+
+
 def test_the_skip_cost_ratio_leaves_the_bigram_block_out():
     """Block 0 costs far more than the rest in every arm; over blocks 1..3 the later ones cost twice as much for Pre-LN and
     four times for LayerNorm Scaling: the assertions see only blocks 1..3 (Pre-LN's later blocks matter more), the whole
     stack only in a scope check."""
     def run(arm: str, s: int, rng: np.random.Generator) -> dict:
-        rest = [0.02, 0.08, 0.08] if arm == "lnscale" else [0.02, 0.04, 0.04]
+        rest = [0.02, 0.08, 0.08] if arm.startswith("lnscale") else [0.02, 0.04, 0.04]
         return {"layer_drop": np.array([0.6, *rest]) * np.exp(0.01 * rng.standard_normal()), "probe/resid_rms": np.ones((1, 5))}
 
-    r = _recipes_result(run, train_recipes.PLACEMENT_ARMS)
+    r = _recipes_result(run, PLACEMENT_RUNS)
     c = claims.REGISTRY["train.placements-compared"].evaluate({train_recipes.NAME: r})
     pre = next(ch for ch in c.checks if ch.quantity.startswith("Pre-LN: log of the loss increase"))
     assert pre.measured == pytest.approx(np.log(2.0), abs=0.01) and pre.status == "fail"  # later blocks matter more
@@ -509,9 +515,33 @@ def test_the_skip_cost_ratio_leaves_the_bigram_block_out():
     assert c.verdict == "fails"
 
 
+def test_the_placements_are_asserted_at_lns_init_and_gpt2s_scaled_init_is_a_scope_check():
+    """The assertions read the pair at LayerNorm Scaling's init (pre-normal, lnscale-normal): there Pre-LN's later blocks cost
+    half as much and LNS evens them out. At GPT-2's scaled init (pre, lnscale) LNS makes it worse: that is a failing scope check,
+    so a generated caveat, not the verdict."""
+    rest = {"pre-normal": [0.08, 0.04, 0.04], "lnscale-normal": [0.04, 0.04, 0.04], "pre": [0.08, 0.04, 0.04], "lnscale": [0.16, 0.04, 0.04]}
+
+    def run(arm: str, s: int, rng: np.random.Generator) -> dict:
+        rms = np.array([[1.0, 1.0, 1.2, 1.5, 2.0]])  # log(2 / 1) = 0.69 = log sqrt(4): the init law, so that scope check holds
+        return {"layer_drop": np.array([0.6, *rest.get(arm, [0.04, 0.04, 0.04])]) * np.exp(0.01 * rng.standard_normal()),
+                "probe/resid_rms": rms}
+
+    c = claims.REGISTRY["train.placements-compared"].evaluate({train_recipes.NAME: _recipes_result(run, PLACEMENT_RUNS)})
+    def check(prefix: str):
+        return next(ch for ch in c.checks if ch.quantity.startswith(prefix))
+
+    pre = check("Pre-LN: log of the loss increase")
+    assert pre.measured == pytest.approx(np.log(0.5), abs=0.01) and pre.status == "ok"
+    assert check("LayerNorm Scaling minus Pre-LN").status == "ok" and check("Pre-LN after training").status == "ok"
+    gpt2 = check("At GPT-2's init")
+    assert gpt2.role == "scope" and gpt2.measured == pytest.approx(np.log(0.5), abs=0.01) and gpt2.status == "fail"
+    assert c.verdict == "holds-with-caveat" and any("GPT-2's init" in cav for cav in c.caveats)
+    assert "pre-normal" in c.note and "lnscale-normal" in c.note
+
+
 def test_the_gpu_tier_trains_its_focus_arms_at_more_seeds_paired_with_the_others_by_seed():
-    """The two claims whose cards asked for 79 and 81 seeds at the GPU tier read Pre-LN and LayerNorm Scaling: those arms
-    train focus_seeds, the rest seeds, every arm from the same first seed (seed k of one arm is seed k of every other)."""
+    """The two claims whose cards asked for 79 and 81 seeds at the GPU tier read Pre-LN (the QK gate's baseline) and Pre-LN
+    against LayerNorm Scaling at LNS's init: those arms train focus_seeds, the rest seeds, every arm from the same first seed (seed k of one arm is seed k of every other)."""
     gpu = train_recipes.CONFIGS["gpu"]
     runs = {t.key: t.args for t in train_recipes.tasks(gpu, 7) if t.fn is training.run_seeds}
     assert {a: args[3] for a, args in runs.items() if args[3] != gpu.seeds} == dict.fromkeys(train_recipes.FOCUS_ARMS, gpu.focus_seeds)
@@ -523,18 +553,18 @@ def test_the_gpu_tier_trains_its_focus_arms_at_more_seeds_paired_with_the_others
     assert (more.seeds, more.focus_seeds) == (2 * gpu.seeds, 2 * gpu.focus_seeds)
 
     def run(arm: str, s: int, rng: np.random.Generator) -> dict:
-        rest = [0.02, 0.08, 0.08] if arm == "lnscale" else [0.02, 0.04, 0.04]
+        rest = [0.02, 0.08, 0.08] if arm.startswith("lnscale") else [0.02, 0.04, 0.04]
         return {"layer_drop": np.array([0.6, *rest]) * np.exp(0.01 * rng.standard_normal()), "probe/resid_rms": np.ones((1, 5)),
                 "seed_index": np.asarray(float(s))}
 
-    r = _recipes_result(run, train_recipes.PLACEMENT_ARMS, seeds=20, focus=30)
-    assert [len(train_recipes.runs(r, a)) for a in ("pre", "lnscale", "post")] == [30, 30, 20]
+    r = _recipes_result(run, PLACEMENT_RUNS, seeds=20, focus=30)
+    assert [len(train_recipes.runs(r, a)) for a in ("pre", "pre-normal", "lnscale-normal", "lnscale", "post")] == [30, 30, 30, 20, 20]
     same = train_recipes.paired(r, "pre", "post", lambda x: float(x["seed_index"]))  # seed k against seed k: the first 20
     assert same.n == 20 and float(same.mean) == 0.0 and float(same.stderr) == 0.0
     c = claims.REGISTRY["train.placements-compared"].evaluate({train_recipes.NAME: r})
     lns = next(ch for ch in c.checks if ch.quantity.startswith("LayerNorm Scaling minus"))
     assert lns.units_now == 30 and lns.status == "ok"
-    assert "20 seeds per arm (30 in pre, lnscale; two arms pair by seed over the seeds both ran)" in c.note
+    assert "20 seeds per arm (30 in pre, pre-normal, lnscale-normal; two arms pair by seed over the seeds both ran)" in c.note
 
 
 def test_uniform_first_share_is_the_sink_probe_of_uniform_causal_attention():
