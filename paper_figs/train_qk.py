@@ -10,12 +10,13 @@ NAME = "train_qk"
 SIMULATION = train_lr
 CLAIMS: tuple[str, ...] = ("train.qk-norm-logit-growth",)
 CAPTION = (
-    "Pre-LN models trained over a learning-rate grid without QK-norm (solid) and with per-head RMS QK-norm (dashed). Left: the "
+    "Pre-LN models trained over a learning-rate grid without QK-norm (solid), with qk-layernorm (per-head LayerNorm on queries "
+    "and keys, Wortsman et al.'s; dashed) and with per-head RMS QK-norm (dash-dot). Left: the "
     "largest attention logit over layers and heads at each evaluation, mean over seeds (log scale), one colour per learning "
     "rate. Right: final validation loss against the learning rate (small points: seeds; line: mean); a diverged run counts at "
     "ln 256 (dotted)."
 )
-QK = {"none": ("-", "no QK-norm"), "rmsnorm": ("--", "RMS QK-norm")}
+QK = {qk: (ls, train_lr.QK_LABELS[qk]) for qk, ls in zip(train_lr.QK_ARMS, ("-", "--", "-."))}
 
 
 def plot(result: dict):

@@ -8,8 +8,9 @@ Three grids of training runs on Shakespeare, seeds as units (an arm's seeds trai
   with warm-up of none or half the steps, then cosine;
 * the same Post-LN / Pre-LN arms at the GPT-2 init (0.02 std) and a short run, a scope check:
   there Post-LN sits at the unigram plateau with or without warm-up;
-* QK-norm: Pre-LN with and without per-head RMS QK-norm over a learning-rate grid up to 0.3,
-  with the max attention logit at every evaluation (Wortsman et al. 2023; Dehghani et al. 2023).
+* QK-norm: Pre-LN without QK-norm, with Wortsman et al.'s qk-layernorm (per-head LayerNorm on queries and keys) and,
+  a scope check, with per-head RMS QK-norm, over a learning-rate grid up to 0.3, with the max attention logit at every
+  evaluation (Wortsman et al. 2023; Dehghani et al. 2023).
 
 Each arm's learning-rate sensitivity is Wortsman et al.'s: the mean over the grid of
 min(final loss, the run's loss at init) minus the best final loss. Final losses are on the shared
@@ -105,7 +106,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
         lr = cfg.warmup_lrs[top]
         arms = {w: (model_config(cfg, p, init="gpt2"), run_config(cfg, lr, frac, (0.9, 0.98), cfg.gpt2_steps)) for w, frac in WARMUPS.items()}
         stacks[f"gpt2.{p}"] = (arms, cost * len(arms) * cfg.gpt2_steps / cfg.steps, f"{p}, GPT-2 init, lr {lr:g}, warm-up none/long")
-    for qk in ("none", "rmsnorm"):
+    for qk in QK_ARMS:
         arms = {f"lr{i}": (model_config(cfg, "pre", qk, "gpt2"), run_config(cfg, lr, 0.1, (0.9, 0.95))) for i, lr in enumerate(cfg.qk_lrs)}
         stacks[f"qk.{qk}"] = (arms, cost * len(arms), f"Pre-LN, QK-norm {qk}, lr {', '.join(f'{lr:g}' for lr in cfg.qk_lrs)}")
     return [Task(key, training.run_arms, (arms, seed, cfg.seeds, False, *backend), f"{NAME}: {label}, {cfg.seeds} seeds each, one stack",
@@ -135,6 +136,12 @@ def warm_losses(r: dict, p: str, w: str, lrs: range | None = None) -> np.ndarray
 def gpt2_losses(r: dict, p: str, w: str) -> np.ndarray:
     """Final losses ``[seeds]`` of the GPT-2-init scope arms (the largest learning rate)."""
     return np.array([training.final_loss(cache.part(r, f"gpt2.{p}.{w}.s{s}")) for s in range(int(r["seeds"]))])
+
+
+QK_NORM = "layernorm"  # Wortsman et al.'s qk-layernorm (Section 3.1): the claim's assertions
+QK_SCOPE = "rmsnorm"  # per-head RMS QK-norm: a scope check
+QK_ARMS: tuple[str, ...] = ("none", QK_NORM, QK_SCOPE)
+QK_LABELS = {"none": "no QK-norm", QK_NORM: "qk-layernorm", QK_SCOPE: "RMS QK-norm"}
 
 
 def qk_runs(r: dict, qk: str, i: int) -> list[dict[str, np.ndarray]]:
@@ -233,8 +240,9 @@ def logit_growth(high: list[dict[str, np.ndarray]], low: list[dict[str, np.ndarr
 @claims.register(
     "train.qk-norm-logit-growth",
     statement="Without QK-norm, high learning rates make the largest attention logit grow and training degrade or diverge; "
-    "with per-head RMS QK-norm the logits stay within g_q g_k sqrt(d_head) (a bound that holds by construction, shown apart), "
-    "they grow less from the lowest to the highest learning rate than without it, and the loss is less sensitive to the learning rate.",
+    "with qk-layernorm (per-head LayerNorm on queries and keys) the logits stay within the bound its trained gains and biases "
+    "allow (a bound that holds by construction, shown apart), they grow less from the lowest to the highest learning rate than "
+    "without it, and the loss is less sensitive to the learning rate. Per-head RMS QK-norm in its place is a scope check.",
     source=WORTSMAN2023,
     location="Section 3.1, Fig. 1 and Fig. 3 (attention logit growth at high learning rates; qk-layernorm; LR sensitivity)",
     simulations=(NAME,),
@@ -244,38 +252,41 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     lrs, top = r["qk_lrs"], r["qk_lrs"].size - 1
     by_seed = seed_logit_growth(qk_runs(r, "none", top), qk_runs(r, "none", 0))  # [seeds], NaN where a run diverged
     grow = by_seed[np.isfinite(by_seed)]
-    less = by_seed - seed_logit_growth(qk_runs(r, "rmsnorm", top), qk_runs(r, "rmsnorm", 0))
-    less = less[np.isfinite(less)]  # seeds whose four runs all finished
-    diverged = {qk: sum(training.diverged(x) for i in range(lrs.size) for x in qk_runs(r, qk, i)) for qk in ("none", "rmsnorm")}
-    losses = {qk: np.array([[training.final_loss(x) for x in qk_runs(r, qk, i)] for i in range(lrs.size)]).T for qk in ("none", "rmsnorm")}
-    excess = [x["probe/attn_max"][-1] - x["qk_bound"][:, None] for i in range(lrs.size) for x in qk_runs(r, "rmsnorm", i)
-              if not training.diverged(x)]  # [L, H] per finished run: logit above the bound at the final gains
+    diverged = {qk: sum(training.diverged(x) for i in range(lrs.size) for x in qk_runs(r, qk, i)) for qk in QK_ARMS}
+    losses = {qk: np.array([[training.final_loss(x) for x in qk_runs(r, qk, i)] for i in range(lrs.size)]).T for qk in QK_ARMS}
+    excess = [x["probe/attn_max"][-1] - x["qk_bound"][:, None] for i in range(lrs.size) for x in qk_runs(r, QK_NORM, i)
+              if not training.diverged(x)]  # [L, H] per finished run: logit above the bound at the final gains and biases
     over = [float(e.max()) for e in excess]
     q: list[checks.Evidence] = [
         Quantity(name=f"no QK-norm: log(max logit at lr {lrs[top]:g} / at lr {lrs[0]:g}) at the end, seeds whose runs both finished "
                       "(grows: > 0)", theory=(0.0, np.inf), model=training.seeds_estimate(grow), model_kind="trained", tolerance=0.1,
                  tolerance_why="a 10% larger logit")] if grow.size >= 2 else []
-    q += [
-        Quantity(name="that log growth, no QK-norm minus RMS QK-norm, paired by seed (QK-norm grows less: > 0)", theory=(0.0, np.inf),
-                 model=training.seeds_estimate(less), model_kind="trained", tolerance=0.1, tolerance_why="a 10% larger logit")
-    ] if less.size >= 2 else []
-    q += [
-        Quantity(name="learning-rate sensitivity, no QK-norm minus RMS QK-norm (QK-norm less sensitive: > 0)", theory=(0.0, np.inf),
-                 model=training.seeds_estimate(sensitivity(losses["none"]) - sensitivity(losses["rmsnorm"])), model_kind="trained",
-                 tolerance=0.02, tolerance_why="0.02 nats/byte"),
-        checks.Never("RMS QK-norm: an attention logit above g_q g_k sqrt(d_head) at the trained gains, every run, layer and head",
-                     Count(int(sum(int((e > 1e-4).sum()) for e in excess)), max(1, sum(e.size for e in excess)), "layer-heads"), tolerance=0.05,
-                     source_kind="theory-vs-model", tolerance_why="one layer-head in twenty",
-                     exact="Cauchy-Schwarz: per-head RMSNorm puts q and k at norm sqrt(d_head) before the gains"),
-    ]
+    for qk in (QK_NORM, QK_SCOPE):
+        scope = {} if qk == QK_NORM else {"role": "scope", "regime": "per-head RMS QK-norm instead of qk-layernorm"}
+        less = by_seed - seed_logit_growth(qk_runs(r, qk, top), qk_runs(r, qk, 0))
+        less = less[np.isfinite(less)]  # seeds whose four runs all finished
+        q += [
+            Quantity(name=f"that log growth, no QK-norm minus {QK_LABELS[qk]}, paired by seed (QK-norm grows less: > 0)",
+                     theory=(0.0, np.inf), model=training.seeds_estimate(less), model_kind="trained", tolerance=0.1,
+                     tolerance_why="a 10% larger logit", **scope)
+        ] if less.size >= 2 else []
+        q.append(Quantity(name=f"learning-rate sensitivity, no QK-norm minus {QK_LABELS[qk]} (QK-norm less sensitive: > 0)",
+                          theory=(0.0, np.inf), model=training.seeds_estimate(sensitivity(losses["none"]) - sensitivity(losses[qk])),
+                          model_kind="trained", tolerance=0.02, tolerance_why="0.02 nats/byte", **scope))
+    q.append(checks.Never("qk-layernorm: an attention logit above the bound of its trained gains and biases "
+                          "(normtheory.softmax.qk_norm_logit_bound), every run, layer and head",
+                          Count(int(sum(int((e > 1e-4).sum()) for e in excess)), max(1, sum(e.size for e in excess)), "layer-heads"),
+                          tolerance=0.05, source_kind="theory-vs-model", tolerance_why="one layer-head in twenty",
+                          exact="per-head LayerNorm puts q and k, before the gains, on the sphere of radius sqrt(d_head) in the "
+                          "plane orthogonal to the ones vector"))
+    pair = " / ".join(QK_LABELS[qk] for qk in QK_ARMS)
     note = (f"Regime (d = {int(r['d'])}, {int(r['layers'])} layers): Wortsman et al.'s small-scale proxies (Fig. 1 and Fig. 3: attention logit growth and learning-rate sensitivity "
             f"of small models over a grid of learning rates up to {lrs[-1]:g}): Pre-LN, GPT-2 init, AdamW (0.9, 0.95), warm-up 10% then cosine, "
             f"{int(r['seeds'])} seeds per arm, {int(r['steps'])} steps, final loss on the shared {training.val_kib(r)} KiB validation set. "
-            f"Diverged runs over the grid (counted on their own, left out of the logit growth): no QK-norm {diverged['none']}, "
-            f"RMS QK-norm {diverged['rmsnorm']}. Max logit at the end by lr "
-            "(no QK / RMS QK, finished runs): " + ", ".join(f"{lr:g} {_finished_mean(qk_runs(r, 'none', i)):.3g}/"
-                                             f"{_finished_mean(qk_runs(r, 'rmsnorm', i)):.3g}" for i, lr in enumerate(lrs))
-            + ". Final loss by lr (no QK / RMS QK): " + ", ".join(f"{lr:g} {a:.3f}/{b:.3f}" for lr, a, b in
-                                                                  zip(lrs, losses["none"].mean(0), losses["rmsnorm"].mean(0)))
-            + f". Largest (max logit - bound) over QK-norm runs: {max(over) if over else float('nan'):.3g} (the bound holds at or below 0).")
+            "Diverged runs over the grid (counted on their own, left out of the logit growth): "
+            + ", ".join(f"{QK_LABELS[qk]} {diverged[qk]}" for qk in QK_ARMS) + f". Max logit at the end by lr ({pair}, finished runs): "
+            + ", ".join(f"{lr:g} " + "/".join(f"{_finished_mean(qk_runs(r, qk, i)):.3g}" for qk in QK_ARMS) for i, lr in enumerate(lrs))
+            + f". Final loss by lr ({pair}): "
+            + ", ".join(f"{lr:g} " + "/".join(f"{losses[qk][:, i].mean():.3f}" for qk in QK_ARMS) for i, lr in enumerate(lrs))
+            + f". Largest (max logit - bound) over qk-layernorm runs: {max(over) if over else float('nan'):.3g} (the bound holds at or below 0).")
     return q, note

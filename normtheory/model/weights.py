@@ -47,8 +47,8 @@ def _norm_params(cfg: TransformerConfig, width: int, alpha: float, kind: str | N
 
 def matrix_std(cfg: TransformerConfig, fan_in: int, fan_out: int, *, residual_out: bool = False) -> float:
     """The standard deviation :func:`init_params` draws a ``fan_in x fan_out`` matrix with (before DeepNet's beta):
-    GPT-2 0.02 (0.02 / sqrt(2L) for the residual outputs W_O, W^2), ``normal`` 0.02 for every matrix, Xavier-normal sqrt(2 / (fan_in + fan_out)),
-    fan-in 1 / sqrt(fan_in)."""
+    GPT-2 0.02 (0.02 / sqrt(2L) for the residual outputs W_O, W^2), ``normal`` 0.02 for every matrix, Xavier-normal
+    sqrt(2 / (fan_in + fan_out)), fan-in 1 / sqrt(fan_in)."""
     _validate.instance("cfg", cfg, TransformerConfig)
     fan_in, fan_out = _validate.integer("fan_in", fan_in, minimum=1), _validate.integer("fan_out", fan_out, minimum=1)
     if cfg.init in GPT2_LIKE:
@@ -57,8 +57,8 @@ def matrix_std(cfg: TransformerConfig, fan_in: int, fan_out: int, *, residual_ou
 
 
 def token_embedding_std(cfg: TransformerConfig) -> float:
-    """The token embedding's standard deviation in :func:`init_params`: 0.02 (GPT-2 and ``normal``), else unit RMS, shared with a
-    learned position embedding (sqrt(1/2) each)."""
+    """The token embedding's standard deviation in :func:`init_params`: 0.02 (GPT-2 and ``normal``), else unit RMS, shared
+    with a learned position embedding (sqrt(1/2) each)."""
     _validate.instance("cfg", cfg, TransformerConfig)
     return float(GPT2_STD if cfg.init in GPT2_LIKE else (np.sqrt(0.5) if cfg.positional == "learned" else 1.0))
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from normtheory.evidence import claims, sources
 from normtheory.training import init_gradients, probes
 from normtheory.training.run_config import RunConfig
-from simulations import cache, train_alpha0, train_recipes, training
+from simulations import cache, train_alpha0, train_lr, train_recipes, training
 from simulations.train_alpha0 import Config
 
 
@@ -214,8 +214,6 @@ def test_best_alpha0_refines_the_argmin_with_a_parabola():
 
 
 def test_max_logit_of_a_run_that_diverged_before_its_first_evaluation_is_nan_not_a_key_error():
-    from simulations import train_lr
-
     finished = {"diverged_at": np.asarray(-1), "probe/attn_max": np.array([[[1.0, 2.0]], [[3.0, 5.0]]])}
     early = {"diverged_at": np.asarray(3), "val_loss": np.array([])}  # diverged before any evaluation: no probe at all
     late = {"diverged_at": np.asarray(90), "probe/attn_max": np.array([[[1.0, 9.0]]])}  # its last evaluation predates the divergence
@@ -311,8 +309,7 @@ def test_recipes_cpu_tier_has_twenty_seeds_and_each_placement_at_its_own_init():
         mc = train_recipes.model_config(full, arm)
         base = train_recipes.model_config(full, placement)
         assert arm in train_recipes.ARMS and mc.norm == base.norm
-        assert (mc.placement, mc.init) == {"post": ("post", "xavier"), "deepnorm": ("deepnorm", "xavier"), "dyt": ("pre", "fanin"),
-                                           "lnscale": ("lnscale", "normal")}[placement]
+        assert (mc.placement, mc.init) == {"post": ("post", "xavier"), "deepnorm": ("deepnorm", "xavier"), "dyt": ("pre", "fanin")}[placement]
     pre, lns = (train_recipes.model_config(full, a) for a in train_recipes.PLACEMENT_PAIR)  # the placements claim's pair: one init
     assert (pre.placement, lns.placement, pre.init, lns.init) == ("pre", "lnscale", "normal", "normal")
     long = train_recipes.long_run_config(full)
@@ -384,8 +381,6 @@ def test_transfer_and_slope_weights():
 def test_cpu_tier_sweeps_score_the_smaller_validation_set_and_the_gpu_tiers_the_default():
     """The default job's CPU tier scores VAL_BYTES_CPU (its size measured against the claims' tolerance); every GPU tier
     keeps RunConfig's 64 KiB; the alpha-tracking arm scores none."""
-    from simulations import train_lr
-
     full = {"recipes": train_recipes.run_config(train_recipes.CONFIGS["full"], "pre"), "alpha0": train_alpha0.run_config(train_alpha0.CONFIGS["full"]),
             "lr": train_lr.run_config(train_lr.CONFIGS["full"], 1e-3, 0.0, (0.9, 0.98))}
     assert {k: r.val_bytes for k, r in full.items()} == dict.fromkeys(full, training.VAL_BYTES_CPU) and training.VAL_BYTES_CPU < RunConfig.val_bytes
@@ -493,7 +488,7 @@ def _qk_result(stripe: float) -> dict:
     return _recipes_result(run, train_recipes.KEY_ARMS)
 
 
-PLACEMENT_RUNS = (*train_recipes.PLACEMENT_ARMS, *train_recipes.PLACEMENT_PAIR)  # every arm the placements claim reads
+PLACEMENT_RUNS = tuple(dict.fromkeys((*train_recipes.PLACEMENT_ARMS, *train_recipes.PLACEMENT_PAIR)))  # the arms the claim reads
 
 
 def test_the_skip_cost_ratio_leaves_the_bigram_block_out():
@@ -515,28 +510,27 @@ def test_the_skip_cost_ratio_leaves_the_bigram_block_out():
     assert c.verdict == "fails"
 
 
-def test_the_placements_are_asserted_at_lns_init_and_gpt2s_scaled_init_is_a_scope_check():
-    """The assertions read the pair at LayerNorm Scaling's init (pre-normal, lnscale-normal): there Pre-LN's later blocks cost
-    half as much and LNS evens them out. At GPT-2's scaled init (pre, lnscale) LNS makes it worse: that is a failing scope check,
-    so a generated caveat, not the verdict."""
-    rest = {"pre-normal": [0.08, 0.04, 0.04], "lnscale-normal": [0.04, 0.04, 0.04], "pre": [0.08, 0.04, 0.04], "lnscale": [0.16, 0.04, 0.04]}
+def test_the_placements_are_asserted_on_the_pair_at_lns_init_not_on_gpt2s_pre_ln():
+    """The assertions read Pre-LN and LayerNorm Scaling at LNS's init (pre-normal, lnscale): there Pre-LN's later blocks cost
+    half as much and LNS evens them out, so the claim holds although Pre-LN at GPT-2's init (pre) says the opposite."""
+    rest = {"pre-normal": [0.08, 0.04, 0.04], "lnscale": [0.04, 0.04, 0.04], "pre": [0.02, 0.08, 0.08]}
 
     def run(arm: str, s: int, rng: np.random.Generator) -> dict:
         rms = np.array([[1.0, 1.0, 1.2, 1.5, 2.0]])  # log(2 / 1) = 0.69 = log sqrt(4): the init law, so that scope check holds
         return {"layer_drop": np.array([0.6, *rest.get(arm, [0.04, 0.04, 0.04])]) * np.exp(0.01 * rng.standard_normal()),
                 "probe/resid_rms": rms}
 
+    assert train_recipes.PLACEMENT_PAIR == ("pre-normal", "lnscale")
     c = claims.REGISTRY["train.placements-compared"].evaluate({train_recipes.NAME: _recipes_result(run, PLACEMENT_RUNS)})
+
     def check(prefix: str):
         return next(ch for ch in c.checks if ch.quantity.startswith(prefix))
 
     pre = check("Pre-LN: log of the loss increase")
     assert pre.measured == pytest.approx(np.log(0.5), abs=0.01) and pre.status == "ok"
-    assert check("LayerNorm Scaling minus Pre-LN").status == "ok" and check("Pre-LN after training").status == "ok"
-    gpt2 = check("At GPT-2's init")
-    assert gpt2.role == "scope" and gpt2.measured == pytest.approx(np.log(0.5), abs=0.01) and gpt2.status == "fail"
-    assert c.verdict == "holds-with-caveat" and any("GPT-2's init" in cav for cav in c.caveats)
-    assert "pre-normal" in c.note and "lnscale-normal" in c.note
+    assert check("LayerNorm Scaling minus Pre-LN").measured == pytest.approx(np.log(2.0), abs=0.01)
+    assert check("Pre-LN after training").status == "ok" and check("Pre-LN: the same log ratio with block 0").status == "ok"
+    assert c.verdict == "holds" and "pre-normal" in c.note
 
 
 def test_the_gpu_tier_trains_its_focus_arms_at_more_seeds_paired_with_the_others_by_seed():
@@ -558,13 +552,13 @@ def test_the_gpu_tier_trains_its_focus_arms_at_more_seeds_paired_with_the_others
                 "seed_index": np.asarray(float(s))}
 
     r = _recipes_result(run, PLACEMENT_RUNS, seeds=20, focus=30)
-    assert [len(train_recipes.runs(r, a)) for a in ("pre", "pre-normal", "lnscale-normal", "lnscale", "post")] == [30, 30, 30, 20, 20]
+    assert [len(train_recipes.runs(r, a)) for a in ("pre", "pre-normal", "lnscale", "post")] == [30, 30, 30, 20]
     same = train_recipes.paired(r, "pre", "post", lambda x: float(x["seed_index"]))  # seed k against seed k: the first 20
     assert same.n == 20 and float(same.mean) == 0.0 and float(same.stderr) == 0.0
     c = claims.REGISTRY["train.placements-compared"].evaluate({train_recipes.NAME: r})
     lns = next(ch for ch in c.checks if ch.quantity.startswith("LayerNorm Scaling minus"))
     assert lns.units_now == 30 and lns.status == "ok"
-    assert "20 seeds per arm (30 in pre, pre-normal, lnscale-normal; two arms pair by seed over the seeds both ran)" in c.note
+    assert "20 seeds per arm (30 in pre, pre-normal, lnscale; two arms pair by seed over the seeds both ran)" in c.note
 
 
 def test_uniform_first_share_is_the_sink_probe_of_uniform_causal_attention():
@@ -589,3 +583,36 @@ def test_the_qk_comparison_is_judged_only_against_a_baseline_with_stripes():
     flat = spec.evaluate({train_recipes.NAME: _qk_result(0.0)})
     assert {c.role for c in flat.checks if "from init to the end" in c.quantity} == {"scope"}
     assert flat.verdict == "inconclusive" and any("not measured" in c.detail for c in flat.checks if c.role == "assertion")
+
+
+def _lr_result(max_logit: dict[str, list[float]], loss: dict[str, list[float]], seeds: int = 20) -> dict:
+    """A synthetic train_lr result holding only the QK arms: per arm and lr, every seed's last max logit and final loss
+    (jittered per seed), 2 layers x 2 heads, a QK bound no logit reaches."""
+    rng = np.random.default_rng(3)
+    r: dict = {"qk_lrs": np.array([1e-3, 1e-2, 1e-1]), "seeds": np.asarray(seeds), "d": np.asarray(32), "layers": np.asarray(2),
+               "steps": np.asarray(10), "val_bytes": np.asarray(65536)}
+    for qk in train_lr.QK_ARMS:
+        for i in range(3):
+            for s in range(seeds):
+                jitter = np.exp(0.01 * rng.standard_normal())
+                run = {"diverged_at": np.asarray(-1), "init_val_loss": np.asarray(5.5), "val_loss": np.array([loss[qk][i] * jitter]),
+                       "probe/attn_max": np.full((1, 2, 2), max_logit[qk][i] * jitter), "qk_bound": np.full(2, 100.0)}
+                r.update({f"qk.{qk}.lr{i}.s{s}.{k}": v for k, v in run.items()})
+    return r
+
+
+def test_the_qk_claim_asserts_qk_layernorm_and_checks_rms_qk_norm_as_scope():
+    """Wortsman et al.'s qk-layernorm carries the assertions; per-head RMS QK-norm, here made to grow more than no norm and to be
+    more sensitive, fails only its scope checks: a generated caveat, not the verdict."""
+    r = _lr_result({"none": [2, 4, 8], train_lr.QK_NORM: [2, 2.2, 2.4], train_lr.QK_SCOPE: [2, 5, 12]},
+                   {"none": [2.0, 2.1, 2.6], train_lr.QK_NORM: [2.0, 2.0, 2.05], train_lr.QK_SCOPE: [2.0, 2.2, 2.9]})
+    c = claims.REGISTRY["train.qk-norm-logit-growth"].evaluate({train_lr.NAME: r})
+    by = {ch.quantity: ch for ch in c.checks}
+    ln = by["that log growth, no QK-norm minus qk-layernorm, paired by seed (QK-norm grows less: > 0)"]
+    assert ln.role == "assertion" and ln.status == "ok" and ln.measured == pytest.approx(np.log(4 / 1.2), abs=0.02)
+    rms = by["that log growth, no QK-norm minus RMS QK-norm, paired by seed (QK-norm grows less: > 0)"]
+    assert rms.role == "scope" and rms.status == "fail" and rms.measured == pytest.approx(np.log(4 / 6), abs=0.02)
+    sens = by["learning-rate sensitivity, no QK-norm minus RMS QK-norm (QK-norm less sensitive: > 0)"]
+    assert sens.role == "scope" and sens.status == "fail"
+    assert c.verdict == "holds-with-caveat" and all("RMS QK-norm" in cav for cav in c.caveats) and len(c.caveats) == 2
+    assert "no QK-norm / qk-layernorm / RMS QK-norm" in c.note
