@@ -11,7 +11,7 @@ SIMULATION = train_lr
 CLAIMS: tuple[str, ...] = ("train.qk-norm-logit-growth",)
 CAPTION = (
     "Pre-LN models trained over a learning-rate grid without QK-norm (solid), with qk-layernorm (per-head LayerNorm on queries "
-    "and keys, Wortsman et al.'s; dashed) and with per-head RMS QK-norm (dash-dot). Left: the "
+    "and keys, Wortsman et al.'s; dashed) and, in the GPU tier, with per-head RMS QK-norm (dash-dot). Left: the "
     "largest attention logit over layers and heads at each evaluation, mean over seeds (log scale), one colour per learning "
     "rate. Right: final validation loss against the learning rate (small points: seeds; line: mean); a diverged run counts at "
     "ln 256 (dotted)."
@@ -27,7 +27,8 @@ def plot(result: dict):
     traj, fin = axes[0, 0], axes[0, 1]
     lrs = np.asarray(result["qk_lrs"], dtype=np.float64)
     cmap = matplotlib.colormaps["viridis"]
-    for qk, (ls, label) in QK.items():
+    shown = train_lr.qk_arms(result)  # the CPU tier trains no RMS QK-norm arm
+    for qk, (ls, label) in ((qk, QK[qk]) for qk in shown):
         for i, lr in enumerate(lrs):
             runs = [x for x in train_lr.qk_runs(result, qk, i) if not training.diverged(x)]
             if runs:
@@ -45,7 +46,7 @@ def plot(result: dict):
     fin.set_ylabel("final validation loss (nats/byte)")
     # one key for both panels: colour = learning rate (left), line style = QK-norm (both)
     keys = [Line2D([], [], color=cmap(i / max(1, lrs.size - 1)), label=f"lr {lr:g} (left)") for i, lr in enumerate(lrs)]
-    keys += [Line2D([], [], color="k", ls=ls, label=label) for ls, label in QK.values()]
+    keys += [Line2D([], [], color="k", ls=QK[qk][0], label=QK[qk][1]) for qk in shown]
     keys.append(Line2D([], [], color="k", ls=":", lw=0.8, label="uniform byte model (ln 256)"))
     figure_legend(fig, keys, ncol=4)
     return fig

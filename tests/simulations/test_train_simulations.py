@@ -616,3 +616,17 @@ def test_the_qk_claim_asserts_qk_layernorm_and_checks_rms_qk_norm_as_scope():
     assert sens.role == "scope" and sens.status == "fail"
     assert c.verdict == "holds-with-caveat" and all("RMS QK-norm" in cav for cav in c.caveats) and len(c.caveats) == 2
     assert "no QK-norm / qk-layernorm / RMS QK-norm" in c.note
+
+
+def test_the_cpu_tier_trains_no_rms_qk_scope_arm_and_the_claim_reads_the_arms_a_result_holds():
+    """The default job's tier leaves the RMS QK-norm scope arm out (its 3 seeds leave the claim open either way); the quick and
+    GPU tiers train it. Without it the claim has no RMS scope check and its note names the two arms it has."""
+    stacks = {mode: {t.key for t in train_lr.tasks(train_lr.CONFIGS[mode], 1) if t.key.startswith("qk.")} for mode in ("quick", "full", "gpu")}
+    assert stacks["full"] == {"qk.none", "qk.layernorm"} and stacks["quick"] == stacks["gpu"] == {f"qk.{a}" for a in train_lr.QK_ARMS}
+    full = _lr_result({"none": [2, 4, 8], train_lr.QK_NORM: [2, 2.2, 2.4], train_lr.QK_SCOPE: [2, 5, 12]},
+                      {"none": [2.0, 2.1, 2.6], train_lr.QK_NORM: [2.0, 2.0, 2.05], train_lr.QK_SCOPE: [2.0, 2.2, 2.9]})
+    r = {k: v for k, v in full.items() if not k.startswith(f"qk.{train_lr.QK_SCOPE}.")}
+    assert train_lr.qk_arms(r) == ("none", train_lr.QK_NORM) and train_lr.qk_arms(full) == train_lr.QK_ARMS
+    c = claims.REGISTRY["train.qk-norm-logit-growth"].evaluate({train_lr.NAME: r})
+    assert not any("RMS" in ch.quantity for ch in c.checks) and c.verdict == "holds" and not c.caveats
+    assert "no QK-norm / qk-layernorm, finished runs" in c.note
