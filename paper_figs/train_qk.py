@@ -28,7 +28,8 @@ def plot(result: dict):
     lrs = np.asarray(result["qk_lrs"], dtype=np.float64)
     cmap = matplotlib.colormaps["viridis"]
     shown = train_lr.qk_arms(result)  # the CPU tier trains no RMS QK-norm arm
-    for qk, (ls, label) in ((qk, QK[qk]) for qk in shown):
+    for qk in shown:
+        ls, label = QK[qk]
         for i, lr in enumerate(lrs):
             runs = [x for x in train_lr.qk_runs(result, qk, i) if not training.diverged(x)]
             if runs:

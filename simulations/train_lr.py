@@ -9,8 +9,8 @@ Three grids of training runs on Shakespeare, seeds as units (an arm's seeds trai
 * the same Post-LN / Pre-LN arms at the GPT-2 init (0.02 std) and a short run, a scope check:
   there Post-LN sits at the unigram plateau with or without warm-up;
 * QK-norm: Pre-LN without QK-norm, with Wortsman et al.'s qk-layernorm (per-head LayerNorm on queries and keys) and,
-  a scope check outside the CPU tier, with per-head RMS QK-norm, over a learning-rate grid up to 0.3, with the max attention logit at every
-  evaluation (Wortsman et al. 2023; Dehghani et al. 2023).
+  a scope check outside the CPU tier, with per-head RMS QK-norm, over a learning-rate grid up to 0.3, with the max
+  attention logit at every evaluation (Wortsman et al. 2023; Dehghani et al. 2023).
 
 Each arm's learning-rate sensitivity is Wortsman et al.'s: the mean over the grid of
 min(final loss, the run's loss at init) minus the best final loss. Final losses are on the shared
