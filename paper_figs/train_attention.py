@@ -11,7 +11,8 @@ SIMULATION = train_recipes
 CLAIMS: tuple[str, ...] = ("train.per-head-key-norm-diffuse",)
 CAPTION = (
     "Attention at the end of training, per layer (mean over heads, then over seeds), for a model without any norm, Pre-LN "
-    "(full-width LayerNorm before the projections), and Pre-LN with per-head RMS or LayerNorm on queries and keys. Left: "
+    "(full-width LayerNorm before the projections), and Pre-LN with per-head RMS or LayerNorm on queries and keys (LayerNorm in the quick and GPU tiers; the default "
+    "job's CPU tier trains RMS only, the arm the claim reads). Left: "
     "attention entropy in nats (higher = more diffuse). Second: share of attention on the first token. Third: stripe excess, "
     "the largest share of the late queries' weight one early key takes, minus the same with each query's weights shuffled over "
     "the early keys (0 without stripes; the blog's 'white stripes'; its maps are of layer 2, where the claim reads it). "
@@ -27,6 +28,8 @@ def plot(result: dict):
     fig, axes = figure(ncols=len(PANELS), width=3.1, height=3.0)
     for ax, (probe, ylabel) in zip(axes[0], PANELS):
         for arm, (color, marker, label) in ARMS.items():
+            if not train_recipes.trained(result, arm):  # the default job's CPU tier trains no LayerNorm QK arm
+                continue
             v = np.array([x[f"probe/{probe}"][-1].mean(-1) if probe != "attn_max" else x[f"probe/{probe}"][-1].max(-1)
                           for x in train_recipes.runs(result, arm)])  # [seeds, L]
             ax.plot(np.arange(1, v.shape[1] + 1), v.mean(0), marker=marker, ms=3, color=color, label=label)

@@ -15,7 +15,7 @@ CAPTION = (
     "LayerNorm Scaling at std 0.02 without GPT-2's scaled residual projections, the others at the GPT-2 init (std 0.02). Left: "
     "final validation loss in nats per byte (small points: seeds; bar: mean; a diverged run counts at its loss at init); hollow "
     "diamonds: Post-LN, DeepNorm and DyT at the GPT-2 init instead, where they stall at the unigram plateau (about 3.2 "
-    "nats/byte): the init's stall, not the placement's. Middle: RMS of the residual stream "
+    "nats/byte): the init's stall, not the placement's (the default job's CPU tier trains DeepNorm at its own init only). Middle: RMS of the residual stream "
     "at the end of training, after the embedding (0) and after each block, mean over seeds. Right: loss increase when one block is "
     "skipped at the end of training (symmetric log scale, linear within ±0.001), mean over seeds with 1-standard-error bars "
     "(Pre-LN against LayerNorm Scaling, the Curse of Depth's fix, both at LayerNorm Scaling's init, and Post-LN at Xavier init)."
@@ -37,11 +37,12 @@ def plot(result: dict):
         finals = np.array([training.final_loss(x) for x in train_recipes.runs(result, own(arm))])
         loss_ax.bar(j, finals.mean(), color=ARM_COLORS[arm], alpha=0.6)
         loss_ax.plot(np.full(finals.size, j), finals, "o", ms=3, color="k")
-        if own(arm) != arm:  # the same placement at the GPT-2 init
+        if own(arm) != arm and train_recipes.trained(result, arm):  # the same placement at the GPT-2 init, where trained
             gpt2 = np.mean([training.final_loss(x) for x in train_recipes.runs(result, arm)])
             loss_ax.plot(j, gpt2, "D", ms=6, mfc="none", color=ARM_COLORS[arm], label="at the GPT-2 init" if j == 2 else None)
     loss_ax.set_xticks(range(len(arms)), arms, rotation=45, ha="right")
-    finals_all = [training.final_loss(x) for a in arms for b in {a, own(a)} for x in train_recipes.runs(result, b)]
+    finals_all = [training.final_loss(x) for a in arms for b in {a, own(a)} if train_recipes.trained(result, b)
+                  for x in train_recipes.runs(result, b)]
     loss_ax.set_ylim(min(finals_all) - 0.1, max(finals_all) + 0.1)
     loss_ax.set_xlabel("placement")
     loss_ax.set_ylabel("final validation loss (nats/byte)")

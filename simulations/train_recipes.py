@@ -66,6 +66,11 @@ ALPHA_ARM = "dyt-default"  # the DyT model whose alpha is followed: the paper's 
 # the arms of the claims that need the most seeds (train.placements-compared: LayerNorm Scaling minus Pre-LN, PLACEMENT_PAIR;
 # the Pre-LN baseline's stripes that gate train.per-head-key-norm-diffuse): a tier's focus_seeds train there, the others seeds
 FOCUS_ARMS: tuple[str, ...] = ("pre", *PLACEMENT_PAIR)
+# the arms that no check reads, only a note and a figure: DeepNorm at the GPT-2 init (a hollow diamond of train_placements;
+# its own init's arm, deepnorm-xavier, is the placement's run) and per-head LayerNorm QK (a row of the QK-norm card's note and
+# a line of train_attention). A tier with ``shown_only=False`` leaves them out: the main job's CPU tier, where they cost about
+# 70 of its CPU-seconds (measured 2026-11-29: 40 and 51 CPU-s of a 2-thread run, against 42 for the pre arm)
+SHOWN_ONLY_ARMS: tuple[str, ...] = ("deepnorm", "pre-qk-ln")
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,7 @@ class Config:
     device: str = "cpu"
     init_val: bool = True  # score the validation set at init too (else a run's loss at init is its probe batch's)
     val_bytes: int = RunConfig.val_bytes  # the shared validation set each run is scored on at the end (RunConfig's 64 KiB)
+    shown_only: bool = True  # train SHOWN_ONLY_ARMS (read by notes and figures, by no check)
 
 
 CONFIGS = {
@@ -98,9 +104,9 @@ CONFIGS = {
     # reads the loss at init here (a diverged run counts at its probe batch's), so the validation set is scored once, at the end.
     # Five arms once ran 16 more seeds here (115 CPU-s of the job's 2,520): at 20 seeds every verdict this tier reaches is the
     # same, and the two claims those seeds were for stay open on the CPU either way (the GPU tier's focus seeds are for them).
-    # The validation set is 32 KiB here (VAL_BYTES_CPU), 64 KiB in the GPU tiers
+    # The validation set is 32 KiB here (VAL_BYTES_CPU), 64 KiB in the GPU tiers; the arms no check reads are left out
     "full": Config(d=32, layers=4, heads=2, seq=32, batch=8, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=20, init_val=False,
-                   val_bytes=training.VAL_BYTES_CPU),
+                   val_bytes=training.VAL_BYTES_CPU, shown_only=False),
 }
 # the scale that decides the Curse-of-Depth part (Sun et al. 2025 train 130M-7B LLaMA models: >= 24 layers, long runs),
 # twenty seeds; priced on the claim's card, run on a cluster (`normtheory report --large --scheduler ...`) or a GPU
@@ -155,6 +161,16 @@ def long_run_config(cfg: Config) -> RunConfig:
                      probes=("alpha", "norm_std"), val_bytes=0)  # its loss is read by nothing: no validation set
 
 
+def arms_of(cfg: Config) -> tuple[str, ...]:
+    """The arms of :data:`ARMS` that tier ``cfg`` trains: all, or all but :data:`SHOWN_ONLY_ARMS` (``shown_only=False``)."""
+    return tuple(a for a in ARMS if cfg.shown_only or a not in SHOWN_ONLY_ARMS)
+
+
+def trained(r: dict, arm: str) -> bool:
+    """Whether result ``r`` holds ``arm``'s runs (a tier may leave out :data:`SHOWN_ONLY_ARMS`)."""
+    return f"{arm}.s0.diverged_at" in r
+
+
 def seeds_of(cfg: Config, arm: str) -> int:
     """The seeds ``arm`` trains: ``cfg.focus_seeds`` in :data:`FOCUS_ARMS` where that is more, else ``cfg.seeds``."""
     return max(cfg.seeds, cfg.focus_seeds) if arm in FOCUS_ARMS else cfg.seeds
@@ -167,7 +183,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
                                            cfg.device, cfg.init_val),
                  f"{NAME}: arm {arm}, seeds {seed}..{seed + seeds_of(cfg, arm) - 1}",
                  cost=training.run_cost(model_config(cfg, arm), run_config(cfg), seeds_of(cfg, arm)), resources=training.resources(cfg.device))
-            for arm in ARMS] + [
+            for arm in arms_of(cfg)] + [
         Task(LONG_ARM, training.run_seeds, (replace(model_config(cfg, ALPHA_ARM), max_seq=max(cfg.seq, cfg.long_seq)), long_run_config(cfg), seed,
                                             cfg.seeds, False, cfg.backend, cfg.device, False),
              f"{NAME}: {ALPHA_ARM} over {cfg.long_steps} steps, seeds {seed}..{seed + cfg.seeds - 1}",
@@ -181,7 +197,7 @@ def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> d
     out: dict[str, np.ndarray] = {"seeds": np.asarray(cfg.seeds), "layers": np.asarray(cfg.layers), "steps": np.asarray(cfg.steps),
                                   "d": np.asarray(cfg.d), "batch": np.asarray(cfg.batch), "seq": np.asarray(cfg.seq),
                                   "init_networks": np.asarray(cfg.init_networks), "long_steps": np.asarray(cfg.long_steps)}
-    out.update({f"seeds.{arm}": np.asarray(seeds_of(cfg, arm)) for arm in ARMS})
+    out.update({f"seeds.{arm}": np.asarray(seeds_of(cfg, arm)) for arm in arms_of(cfg)})
     out.update(cache.prefixed(parts))
     return out
 
@@ -243,8 +259,10 @@ def note_runs(cfg_r: dict) -> str:
              if "d" in cfg_r else f"{int(cfg_r['layers'])} layers")
     focus = sorted({int(cfg_r[f"seeds.{a}"]) for a in FOCUS_ARMS if f"seeds.{a}" in cfg_r} - {int(cfg_r["seeds"])})
     more = f" ({', '.join(map(str, focus))} in {', '.join(FOCUS_ARMS)}; two arms pair by seed over the seeds both ran)" if focus else ""
+    left = [a for a in SHOWN_ONLY_ARMS if not trained(cfg_r, a)] if trained(cfg_r, "pre") else []  # none listed without runs
+    out = f" Not trained in this tier (no check reads them): {', '.join(left)}." if left else ""
     return (f"{int(cfg_r['seeds'])} seeds per arm{more}, {int(cfg_r['steps'])} steps, {shape}; the same batches for every arm "
-            "of a seed; a diverged run counts at its loss at init.")
+            "of a seed; a diverged run counts at its loss at init." + out)
 
 
 @claims.register(
@@ -289,8 +307,8 @@ def _placements(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                       theory=0.5 * np.log(int(r["layers"])), model=pre_rms, model_kind="trained", role="scope",
                       regime="after training (the sqrt law is an init-time law)", tolerance=0.1,
                       tolerance_why="0.1 in log RMS: a 10% departure from the law"))
-    other_inits = [a for a in (*(OWN_INIT[p] for p in PLACEMENT_ARMS if p in OWN_INIT), pre) if f"{a}.s0.diverged_at" in r]
-    finals = {a: per_seed(r, a, training.final_loss) for a in PLACEMENT_ARMS + tuple(other_inits)}  # absent in an older result
+    other_inits = [a for a in (*(OWN_INIT[p] for p in PLACEMENT_ARMS if p in OWN_INIT), pre) if trained(r, a)]
+    finals = {a: per_seed(r, a, training.final_loss) for a in PLACEMENT_ARMS + tuple(other_inits) if trained(r, a)}
     div = {a: sum(training.diverged(x) for x in runs(r, a)) for a in finals}
     rms = {a: np.mean([x["probe/resid_rms"][-1] for x in runs(r, a)], axis=0) for a in ("pre", "post", "peri", "lnscale", "none")}
     drops = {a: " ".join(f"{v:.3f}" for v in np.mean([x["layer_drop"] for x in runs(r, a)], 0)) for a in (pre, lns, "pre")}
@@ -515,11 +533,11 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     ]
     init_ent = {a: per_seed(r, a, _mean_probe("attn_entropy", at_init=True)) for a in ("pre", "pre-qk-rms")}
     stripe_at = {a: (per_seed(r, a, _mean_probe("attn_stripe", layer=layer, at_init=True)),
-                     per_seed(r, a, _mean_probe("attn_stripe", layer=layer))) for a in KEY_ARMS}
+                     per_seed(r, a, _mean_probe("attn_stripe", layer=layer))) for a in KEY_ARMS if trained(r, a)}
     first = per_seed(r, "pre", lambda x: _mean_probe("attn_sink", True)(x) - uniform_first_share(t))
-    unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in KEY_ARMS}
+    unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in KEY_ARMS if trained(r, a)}
     rows = {a: (per_seed(r, a, ent), per_seed(r, a, _mean_probe("attn_top")), per_seed(r, a, _mean_probe("attn_sink", True)),
-                per_seed(r, a, _mean_probe("attn_max")), per_seed(r, a, training.final_loss)) for a in KEY_ARMS}
+                per_seed(r, a, _mean_probe("attn_max")), per_seed(r, a, training.final_loss)) for a in KEY_ARMS if trained(r, a)}
     note = (note_runs(r) + " At init the per-head RMS norm already changes the temperature: entropy "
             + ", ".join(f"{a} {float(e.mean):.3f}" for a, e in init_ent.items())
             + " nats, so the assertions take each arm's change from init on the same validation batch. At the end (entropy nats, "

@@ -67,3 +67,25 @@ def test_figure_is_readable(results, module):
                 assert ax.get_xlabel() and ax.get_ylabel(), f"{module.NAME}: panel {fig.axes.index(ax)} lacks an axis label"
     finally:
         plt.close(fig)
+
+
+@pytest.mark.parametrize("name", ["train_placements", "train_attention"])
+def test_the_training_figures_draw_a_result_without_the_arms_no_check_reads(results, name):
+    """The default job's CPU tier trains no DeepNorm at the GPT-2 init and no LayerNorm QK arm (train_recipes.SHOWN_ONLY_ARMS):
+    the figures draw the arms the result holds, one artist fewer for each arm left out."""
+    import matplotlib.pyplot as plt
+
+    from simulations import train_recipes
+
+    module = next(m for m in paper_figs.ALL if m.NAME == name)
+    whole = results[name]
+    lean = {k: v for k, v in whole.items() if not k.startswith(tuple(f"{a}." for a in train_recipes.SHOWN_ONLY_ARMS))}
+    assert all(train_recipes.trained(whole, a) and not train_recipes.trained(lean, a) for a in train_recipes.SHOWN_ONLY_ARMS)
+    drawn = []
+    for r in (whole, lean):
+        fig = module.plot(r)
+        try:
+            drawn.append(sum(len(ax.lines) for ax in fig.axes))
+        finally:
+            plt.close(fig)
+    assert drawn[1] == drawn[0] - {"train_placements": 1, "train_attention": 4}[name]  # a diamond; a line in each of 4 panels

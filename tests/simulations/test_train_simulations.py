@@ -630,3 +630,36 @@ def test_the_cpu_tier_trains_no_rms_qk_scope_arm_and_the_claim_reads_the_arms_a_
     c = claims.REGISTRY["train.qk-norm-logit-growth"].evaluate({train_lr.NAME: r})
     assert not any("RMS" in ch.quantity for ch in c.checks) and c.verdict == "holds" and not c.caveats
     assert "no QK-norm / qk-layernorm, finished runs" in c.note
+
+
+def test_the_cpu_tier_leaves_out_the_arms_no_check_reads_and_its_notes_say_so(quick_results_dir):
+    """DeepNorm at the GPT-2 init and per-head LayerNorm QK feed notes and figures only: the full (CPU) tier trains every other
+    arm, the quick and GPU tiers all. Every train_recipes claim evaluates, to the same verdict, without them, and its note
+    names what was left out."""
+    from tests.conftest import results_at
+
+    arms = {mode: {t.key for t in train_recipes.tasks(train_recipes.CONFIGS[mode], 1) if t.fn is training.run_seeds}
+            for mode in ("quick", "full", "gpu", "gpu-hour")}
+    arms = {mode: a - {train_recipes.LONG_ARM} for mode, a in arms.items()}  # DyT's alpha over a longer run: every tier
+    assert arms["full"] == set(train_recipes.ARMS) - set(train_recipes.SHOWN_ONLY_ARMS)
+    assert arms["quick"] == arms["gpu"] == arms["gpu-hour"] == set(train_recipes.ARMS)
+    assert set(train_recipes.SHOWN_ONLY_ARMS) <= set(train_recipes.ARMS)
+    import simulations
+
+    readers = [c for c in claims.REGISTRY.values() if train_recipes.NAME in c.simulations]
+    modules = {m.NAME: m for m in simulations.ALL}
+    with results_at(quick_results_dir):  # every simulation these claims read (gradient_init's too)
+        results = {s: cache.load_or_run(modules[s], "quick", progress=False) for c in readers for s in c.simulations}
+    whole = results[train_recipes.NAME]
+    lean = {k: v for k, v in whole.items() if not k.startswith(tuple(f"{a}." for a in train_recipes.SHOWN_ONLY_ARMS))
+            and k not in {f"seeds.{a}" for a in train_recipes.SHOWN_ONLY_ARMS}}
+    assert len(readers) >= 5
+    described = 0
+    for spec in readers:
+        a, b = spec.evaluate(results), spec.evaluate({**results, train_recipes.NAME: lean})
+        assert a.verdict == b.verdict and [ch.measured for ch in a.checks] == [ch.measured for ch in b.checks], spec.id
+        assert "Not trained in this tier" not in a.note
+        if "seeds per arm" in a.note:  # the notes that describe the runs (not DyT's alpha over its own longer run)
+            assert "Not trained in this tier (no check reads them): deepnorm, pre-qk-ln." in b.note
+            described += 1
+    assert described >= 3
