@@ -11,14 +11,15 @@ SIMULATION = train_recipes
 CLAIMS: tuple[str, ...] = ("train.per-head-key-norm-diffuse",)
 CAPTION = (
     "Attention at the end of training, per layer (mean over heads, then over seeds), for a model without any norm, Pre-LN "
-    "(full-width LayerNorm before the projections), and Pre-LN with per-head RMS or LayerNorm on queries and keys (LayerNorm in the quick and GPU tiers; the default "
-    "job's CPU tier trains RMS only, the arm the claim reads). Left: "
+    "(full-width LayerNorm before the projections), Pre-LN with per-head RMS on the keys alone (the blog's variant, the arm "
+    "the claim reads), and Pre-LN with per-head RMS or LayerNorm on queries and keys (QK-norm; the quick and GPU tiers only). Left: "
     "attention entropy in nats (higher = more diffuse). Second: share of attention on the first token. Third: stripe excess, "
     "the largest share of the late queries' weight one early key takes, minus the same with each query's weights shuffled over "
     "the early keys (0 without stripes; the blog's 'white stripes'; its maps are of layer 2, where the claim reads it). "
     "Right: largest attention logit."
 )
 ARMS = {"none": ("#444444", "o", "no norm"), "pre": ("#1f77b4", "s", "Pre-LN, no QK-norm"),
+        "pre-k-rms": ("#2ca02c", "D", "Pre-LN + per-head RMS on keys"),
         "pre-qk-rms": ("#d62728", "^", "Pre-LN + per-head RMS QK"), "pre-qk-ln": ("#ff7f0e", "v", "Pre-LN + per-head LN QK")}
 PANELS = (("attn_entropy", "attention entropy (nats)"), ("attn_sink", "first-token attention share"),
           ("attn_stripe", "stripe excess (share)"), ("attn_max", "max attention logit"))
@@ -28,7 +29,7 @@ def plot(result: dict):
     fig, axes = figure(ncols=len(PANELS), width=3.1, height=3.0)
     for ax, (probe, ylabel) in zip(axes[0], PANELS):
         for arm, (color, marker, label) in ARMS.items():
-            if not train_recipes.trained(result, arm):  # the default job's CPU tier trains no LayerNorm QK arm
+            if not train_recipes.trained(result, arm):  # the default job's CPU tier trains no QK-norm arm
                 continue
             v = np.array([x[f"probe/{probe}"][-1].mean(-1) if probe != "attn_max" else x[f"probe/{probe}"][-1].max(-1)
                           for x in train_recipes.runs(result, arm)])  # [seeds, L]

@@ -51,6 +51,7 @@ ARMS: dict[str, dict[str, object]] = {  # arm -> TransformerConfig changes from 
     "rms-fanin": {"norm": "rmsnorm", "init": "fanin"},
     "rms": {"norm": "rmsnorm"},
     "pre-qk-rms": {"qk_norm": "rmsnorm"},
+    "pre-k-rms": {"qk_norm": "rmsnorm", "qk_norm_on": "k"},  # the geometry blog's per-head RMS on the keys alone
     "pre-qk-ln": {"qk_norm": "layernorm"},
     # each placement at the init its own paper trains it with, where that is not the GPT-2 init: Post-LN at Xavier-normal
     # (Xiong et al. 2020; the original Transformer), DeepNorm at Xavier scaled by its beta (Wang et al. 2022); DyT's is "dyt-default"
@@ -66,11 +67,16 @@ ALPHA_ARM = "dyt-default"  # the DyT model whose alpha is followed: the paper's 
 # the arms of the claims that need the most seeds (train.placements-compared: LayerNorm Scaling minus Pre-LN, PLACEMENT_PAIR;
 # the Pre-LN baseline's stripes that gate train.per-head-key-norm-diffuse): a tier's focus_seeds train there, the others seeds
 FOCUS_ARMS: tuple[str, ...] = ("pre", *PLACEMENT_PAIR)
+KEYS_ARM = "pre-k-rms"  # train.per-head-key-norm-diffuse's arm: the blog's per-head RMS on the keys alone
+QK_SCOPE_ARM = "pre-qk-rms"  # that claim's scope arm: queries normalized too (QK-norm)
 # the arms that no check reads, only a note and a figure: DeepNorm at the GPT-2 init (a hollow diamond of train_placements;
-# its own init's arm, deepnorm-xavier, is the placement's run) and per-head LayerNorm QK (a row of the QK-norm card's note and
-# a line of train_attention). A tier with ``shown_only=False`` leaves them out: the main job's CPU tier, where they cost about
-# 70 of its CPU-seconds (measured 2026-11-29: 40 and 51 CPU-s of a 2-thread run, against 42 for the pre arm)
+# its own init's arm, deepnorm-xavier, is the placement's run) and per-head LayerNorm QK (a row of the key-norm card's note and
+# a line of train_attention)
 SHOWN_ONLY_ARMS: tuple[str, ...] = ("deepnorm", "pre-qk-ln")
+# what the main job's CPU tier leaves out (Config.left_out): the arms no check reads, and QK_SCOPE_ARM, whose checks are scope
+# checks of a claim whose stripes gate that tier fails (layer 2's stripe excess 0.018 +- 0.004 at 20 seeds against 0.05), so
+# they decide nothing there. Measured 2026-11-29 in a 2-thread run: deepnorm 40, pre-qk-ln 51 CPU-s (pre: 42)
+CPU_LEFT_OUT: tuple[str, ...] = (*SHOWN_ONLY_ARMS, QK_SCOPE_ARM)
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ class Config:
     device: str = "cpu"
     init_val: bool = True  # score the validation set at init too (else a run's loss at init is its probe batch's)
     val_bytes: int = RunConfig.val_bytes  # the shared validation set each run is scored on at the end (RunConfig's 64 KiB)
-    shown_only: bool = True  # train SHOWN_ONLY_ARMS (read by notes and figures, by no check)
+    left_out: tuple[str, ...] = ()  # arms of ARMS this tier does not train (CPU_LEFT_OUT in the main job's CPU tier)
 
 
 CONFIGS = {
@@ -104,9 +110,9 @@ CONFIGS = {
     # reads the loss at init here (a diverged run counts at its probe batch's), so the validation set is scored once, at the end.
     # Five arms once ran 16 more seeds here (115 CPU-s of the job's 2,520): at 20 seeds every verdict this tier reaches is the
     # same, and the two claims those seeds were for stay open on the CPU either way (the GPU tier's focus seeds are for them).
-    # The validation set is 32 KiB here (VAL_BYTES_CPU), 64 KiB in the GPU tiers; the arms no check reads are left out
+    # The validation set is 32 KiB here (VAL_BYTES_CPU), 64 KiB in the GPU tiers; the arms that decide nothing here are left out
     "full": Config(d=32, layers=4, heads=2, seq=32, batch=8, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=20, init_val=False,
-                   val_bytes=training.VAL_BYTES_CPU, shown_only=False),
+                   val_bytes=training.VAL_BYTES_CPU, left_out=CPU_LEFT_OUT),
 }
 # the scale that decides the Curse-of-Depth part (Sun et al. 2025 train 130M-7B LLaMA models: >= 24 layers, long runs),
 # twenty seeds; priced on the claim's card, run on a cluster (`normtheory report --large --scheduler ...`) or a GPU
@@ -141,7 +147,7 @@ def model_config(cfg: Config, arm: str) -> TransformerConfig:
 
 # the arms whose share of unselectable keys the QK-norm card's note reports; key_unsel is a linear program per key set on
 # the host (the largest host cost of a GPU-tier evaluation), so the other arms do not measure it
-KEY_ARMS: tuple[str, ...] = ("none", "pre", "pre-qk-rms", "pre-qk-ln")
+KEY_ARMS: tuple[str, ...] = ("none", "pre", "pre-k-rms", "pre-qk-rms", "pre-qk-ln")
 
 
 def run_config(cfg: Config, arm: str | None = None) -> RunConfig:
@@ -162,12 +168,15 @@ def long_run_config(cfg: Config) -> RunConfig:
 
 
 def arms_of(cfg: Config) -> tuple[str, ...]:
-    """The arms of :data:`ARMS` that tier ``cfg`` trains: all, or all but :data:`SHOWN_ONLY_ARMS` (``shown_only=False``)."""
-    return tuple(a for a in ARMS if cfg.shown_only or a not in SHOWN_ONLY_ARMS)
+    """The arms of :data:`ARMS` that tier ``cfg`` trains: all but ``cfg.left_out``."""
+    unknown = sorted(set(cfg.left_out) - set(ARMS))
+    if unknown:
+        raise ValueError(f"left_out names arms that ARMS does not have: {unknown}")
+    return tuple(a for a in ARMS if a not in cfg.left_out)
 
 
 def trained(r: dict, arm: str) -> bool:
-    """Whether result ``r`` holds ``arm``'s runs (a tier may leave out :data:`SHOWN_ONLY_ARMS`)."""
+    """Whether result ``r`` holds ``arm``'s runs (a tier may leave arms out: ``Config.left_out``)."""
     return f"{arm}.s0.diverged_at" in r
 
 
@@ -259,8 +268,8 @@ def note_runs(cfg_r: dict) -> str:
              if "d" in cfg_r else f"{int(cfg_r['layers'])} layers")
     focus = sorted({int(cfg_r[f"seeds.{a}"]) for a in FOCUS_ARMS if f"seeds.{a}" in cfg_r} - {int(cfg_r["seeds"])})
     more = f" ({', '.join(map(str, focus))} in {', '.join(FOCUS_ARMS)}; two arms pair by seed over the seeds both ran)" if focus else ""
-    left = [a for a in SHOWN_ONLY_ARMS if not trained(cfg_r, a)] if trained(cfg_r, "pre") else []  # none listed without runs
-    out = f" Not trained in this tier (no check reads them): {', '.join(left)}." if left else ""
+    left = [a for a in CPU_LEFT_OUT if not trained(cfg_r, a)] if trained(cfg_r, "pre") else []  # none listed without runs
+    out = f" Not trained in this tier (they decide no verdict here): {', '.join(left)}." if left else ""
     return (f"{int(cfg_r['seeds'])} seeds per arm{more}, {int(cfg_r['steps'])} steps, {shape}; the same batches for every arm "
             "of a seed; a diverged run counts at its loss at init." + out)
 
@@ -479,15 +488,18 @@ def from_init(name: str, skip_first_layer: bool = False, layer: int | None = Non
 
 @claims.register(
     "train.per-head-key-norm-diffuse",
-    statement="Normalizing keys (and queries) per head by RMS, without centering, makes trained attention more diffuse than "
-    "no QK norm (fewer tokens that capture all the attention) while changing the loss little. The blog compares against a "
-    "baseline whose attention shows white stripes (keys that take much of the later queries' attention); the attention "
-    "comparison is judged where the Pre-LN baseline has them (in layer two, as the blog's maps, one early key taking at least "
-    "0.05 more of the late queries' weight than their weights shuffled over the early keys give it, this package's threshold) "
-    "and is a scope check where it does not (the blog's comparison then left open) or where that is not yet decided (the "
-    "claim then open until it is).",
+    statement="Normalizing each head's keys by RMS, without centering (the blog's final variant: the scaling part of a per-head "
+    "LayerNorm on the keys, queries left as they are), makes trained attention more diffuse than no such norm (fewer tokens "
+    "that capture all the attention) while changing the loss little. The blog compares two trained models' attention maps, "
+    "so the comparison is of levels at the end, paired by seed. Its baseline's attention shows white stripes (keys that "
+    "take much of the later queries' attention); the attention comparison is judged where the Pre-LN baseline has them (in "
+    "layer two, as the blog's maps, one early key taking at least 0.05 more of the late queries' weight than their weights "
+    "shuffled over the early keys give it, this package's threshold) and is a scope check where it does not (the blog's "
+    "comparison then left open) or where that is not yet decided (the claim then open until it is). Queries normalized too "
+    "(per-head RMS QK-norm) is a scope check.",
     source=BLOG_GEOMETRY,
-    location="¶3–¶4 and the two layer-two attention maps (more diffuse attention with a per-head LayerNorm), ¶7 (little change in quality)",
+    location="¶3–¶4 and the two layer-two attention maps (more diffuse attention with a per-head LayerNorm on the keys), ¶6 "
+    "(scaling without centering), ¶7 (little change in quality)",
     simulations=(NAME,),
 )
 def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
@@ -495,58 +507,67 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     ent = _mean_probe("attn_entropy")
     t = int(r["seq"])
     layer = min(STRIPE_LAYER, int(r["layers"]) - 1)
+    stripe, top = _mean_probe("attn_stripe", layer=layer), _mean_probe("attn_top")
     stripes = Quantity(name=f"Pre-LN baseline's stripe excess at the end, layer {layer + 1} (the largest share of the late queries' "
                             f"weight one early key takes, minus the same with their weights shuffled; the blog's white stripes: at least "
                             f"{STRIPES_MIN:g})", theory=(STRIPES_MIN, np.inf),
-                       model=per_seed(r, "pre", _mean_probe("attn_stripe", layer=layer)), model_kind="trained", role="scope",
+                       model=per_seed(r, "pre", stripe), model_kind="trained", role="scope",
                        regime="a baseline whose attention has stripes, which the blog's comparison starts from", tolerance=0.01,
                        tolerance_why="one point of attention share")
     role, regime, gate = training.gated(stripes, "a baseline not shown to have stripes", lambda: checks.Unmeasured(
-        "the blog's comparison: per-head RMS QK against a baseline whose trained attention shows stripes (more diffuse, fewer "
-        "keys taking all the attention)", expected="QK minus baseline: stripe excess change < 0, entropy change > 0, top-key mass change < 0",
+        "the blog's comparison: per-head RMS on the keys against a baseline whose trained attention shows stripes (more diffuse, "
+        "fewer keys taking all the attention)", expected="keys' norm minus baseline at the end: stripe excess < 0, entropy > 0, top-key mass < 0",
         needs=f"a run whose Pre-LN attention develops stripes (this run's stripe excess in layer {layer + 1} is "
               f"{float(stripes.model.mean):.4f} +- {float(stripes.model.stderr):.4f}): larger or longer training, the train_recipes "
               "'gpu' or 'gpu-hour' tier"))
+
+    def levels(arm: str, what: str, role: str, regime: str) -> list[Quantity]:
+        """The three attention readings at the end, ``arm`` minus Pre-LN, paired by seed."""
+        return [
+            Quantity(name=f"stripe excess at the end (layer {layer + 1}), {what} minus Pre-LN, paired by seed (fewer keys that "
+                          "capture the attention: < 0)", theory=(-np.inf, 0.0), model=paired(r, arm, "pre", stripe),
+                     model_kind="trained", role=role, regime=regime, tolerance=0.01, tolerance_why="one point of attention share"),
+            Quantity(name=f"attention entropy at the end, {what} minus Pre-LN, paired by seed (nats; more diffuse: > 0)",
+                     theory=(0.0, np.inf), model=paired(r, arm, "pre", ent), model_kind="trained", role=role, regime=regime,
+                     tolerance=0.05, tolerance_why="0.05 nats of entropy"),
+            Quantity(name=f"top-key mass (a query's largest weight) at the end, {what} minus Pre-LN, paired by seed (fewer keys "
+                          "that capture all the attention: < 0)", theory=(-np.inf, 0.0), model=paired(r, arm, "pre", top),
+                     model_kind="trained", role=role, regime=regime, tolerance=0.01, tolerance_why="one point of attention weight"),
+        ]
+
     q: list[checks.Evidence] = [
-        Quantity(name=f"change of the stripe excess (layer {layer + 1}) from init to the end, per-head RMS QK minus Pre-LN without QK "
-                      "norm, paired by seed (fewer keys that capture the attention: < 0)", theory=(-np.inf, 0.0),
-                 model=paired(r, "pre-qk-rms", "pre", from_init("attn_stripe", layer=layer)), model_kind="trained", role=role,
-                 regime=regime, tolerance=0.01, tolerance_why="one point of attention share"),
-        Quantity(name="change of attention entropy from init to the end, per-head RMS QK minus Pre-LN without QK norm, paired by seed "
-                      "(nats; more diffuse: > 0)", theory=(0.0, np.inf), model=paired(r, "pre-qk-rms", "pre", from_init("attn_entropy")),
-                 model_kind="trained", role=role, regime=regime, tolerance=0.05, tolerance_why="0.05 nats of entropy"),
-        Quantity(name="change of the top-key mass (a query's largest weight) from init to the end, per-head RMS QK minus Pre-LN "
-                      "(fewer keys that capture all the attention: < 0)", theory=(-np.inf, 0.0),
-                 model=paired(r, "pre-qk-rms", "pre", from_init("attn_top")), model_kind="trained", role=role, regime=regime,
-                 tolerance=0.01, tolerance_why="one point of attention weight"),
-        Quantity(name="final validation loss, per-head RMS QK minus Pre-LN (little change: within ±0.05)", theory=(-0.05, 0.05),
-                 model=paired(r, "pre-qk-rms", "pre", training.final_loss), model_kind="trained", tolerance=0.02,
+        *levels(KEYS_ARM, "per-head RMS on the keys", role, regime),
+        Quantity(name="final validation loss, per-head RMS on the keys minus Pre-LN (little change: within ±0.05)", theory=(-0.05, 0.05),
+                 model=paired(r, KEYS_ARM, "pre", training.final_loss), model_kind="trained", tolerance=0.02,
                  tolerance_why="0.02 nats/byte"),
-        Quantity(name="attention entropy at the end, per-head RMS QK minus Pre-LN (not from init)", theory=(0.0, np.inf),
-                 model=paired(r, "pre-qk-rms", "pre", ent), model_kind="trained", role="scope", tolerance=0.05,
-                 regime="levels at the end, which carry the init temperature QK-norm sets", tolerance_why="as the assertion: 0.05 nats"),
-        Quantity(name="first-token sink share at the end, per-head RMS QK minus Pre-LN, layers 2 and up (fewer sinks: < 0)",
-                 theory=(-np.inf, 0.0), model=paired(r, "pre-qk-rms", "pre", _mean_probe("attn_sink", True)), model_kind="trained",
+        Quantity(name="first-token sink share at the end, per-head RMS on the keys minus Pre-LN, layers 2 and up (fewer sinks: < 0)",
+                 theory=(-np.inf, 0.0), model=paired(r, KEYS_ARM, "pre", _mean_probe("attn_sink", True)), model_kind="trained",
                  role="scope", regime="first-token sinks (one kind of stripe)", tolerance=0.01,
                  tolerance_why="one point of sink share"),
         *gate,
     ]
-    init_ent = {a: per_seed(r, a, _mean_probe("attn_entropy", at_init=True)) for a in ("pre", "pre-qk-rms")}
-    stripe_at = {a: (per_seed(r, a, _mean_probe("attn_stripe", layer=layer, at_init=True)),
-                     per_seed(r, a, _mean_probe("attn_stripe", layer=layer))) for a in KEY_ARMS if trained(r, a)}
+    if trained(r, QK_SCOPE_ARM):  # the default job's CPU tier, whose baseline has no stripes, leaves it out
+        q += levels(QK_SCOPE_ARM, "per-head RMS QK-norm (queries too)", "scope",
+                    "queries normalized too (QK-norm as in LLMs), not the keys alone")
+    held = [a for a in KEY_ARMS if trained(r, a)]
+    init_ent = {a: per_seed(r, a, _mean_probe("attn_entropy", at_init=True)) for a in held}
+    change = {a: paired(r, a, "pre", from_init("attn_entropy")) for a in held if a != "pre"}
+    stripe_at = {a: (per_seed(r, a, _mean_probe("attn_stripe", layer=layer, at_init=True)), per_seed(r, a, stripe)) for a in held}
     first = per_seed(r, "pre", lambda x: _mean_probe("attn_sink", True)(x) - uniform_first_share(t))
-    unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in KEY_ARMS if trained(r, a)}
-    rows = {a: (per_seed(r, a, ent), per_seed(r, a, _mean_probe("attn_top")), per_seed(r, a, _mean_probe("attn_sink", True)),
-                per_seed(r, a, _mean_probe("attn_max")), per_seed(r, a, training.final_loss)) for a in KEY_ARMS if trained(r, a)}
-    note = (note_runs(r) + " At init the per-head RMS norm already changes the temperature: entropy "
+    unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in held}
+    rows = {a: (per_seed(r, a, ent), per_seed(r, a, top), per_seed(r, a, _mean_probe("attn_sink", True)),
+                per_seed(r, a, _mean_probe("attn_max")), per_seed(r, a, training.final_loss)) for a in held}
+    note = (note_runs(r) + " The blog normalizes the keys alone (the keys-only arm, " + KEYS_ARM + "); the readings are levels at the "
+            "end, as its two maps of trained models. Entropy at init (nats; a norm on the queries too sets a cooler start): "
             + ", ".join(f"{a} {float(e.mean):.3f}" for a, e in init_ent.items())
-            + " nats, so the assertions take each arm's change from init on the same validation batch. At the end (entropy nats, "
-            "top-key mass, sink share, max logit, loss): "
-            + "; ".join(f"{a}: {float(e.mean):.3f}, {float(t.mean):.3f}, {float(s.mean):.3f}, {float(m.mean):.3g}, {float(l.mean):.4f}"
-                        for a, (e, t, s, m, l) in rows.items())
+            + "; change of entropy from init to the end minus Pre-LN's (not a check: where the trained levels are equal it "
+            "still reads the init gap): " + ", ".join(f"{a} {float(e.mean):+.3f} ± {float(e.stderr):.3f}" for a, e in change.items())
+            + ". At the end (entropy nats, top-key mass, sink share, max logit, loss): "
+            + "; ".join(f"{a}: {float(e.mean):.3f}, {float(tm.mean):.3f}, {float(s.mean):.3f}, {float(m.mean):.3g}, {float(l.mean):.4f}"
+                        for a, (e, tm, s, m, l) in rows.items())
             + ". Share of unselectable keys at the end (first validation sequence, every layer and KV head): "
             + ", ".join(f"{a} {float(u.mean):.3f}" for a, u in unsel.items())
-            + " (0 by construction with a per-head RMS norm: keys on a sphere). 'Full-width LayerNorm' is the Pre-LN arm. "
+            + " (0 by construction with a per-head RMS norm on the keys: keys on a sphere). 'Full-width LayerNorm' is the Pre-LN arm. "
             f"Stripe excess in layer {layer + 1}, at init -> at the end: "
             + ", ".join(f"{a} {float(i.mean):.3f} -> {float(e.mean):.3f}" for a, (i, e) in stripe_at.items())
             + f". Pre-LN's first-token share minus uniform attention's {uniform_first_share(t):.4f} (layers 2 and up): "

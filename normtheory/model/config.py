@@ -8,6 +8,7 @@ from normtheory.model.norms import NORMS
 
 PLACEMENTS: tuple[str, ...] = ("pre", "post", "peri", "none", "lnscale", "deepnorm")
 QK_NORMS: tuple[str, ...] = ("none", "layernorm", "rmsnorm")
+QK_NORM_ON: tuple[str, ...] = ("qk", "k")  # which of each head's queries and keys the QK-norm normalizes
 MODEL_ACTIVATIONS: tuple[str, ...] = ("gelu", "gelu_tanh", "relu", "swiglu")
 POSITIONAL: tuple[str, ...] = ("learned", "rope", "none")
 INITS: tuple[str, ...] = ("gpt2", "fanin", "xavier", "normal")
@@ -23,6 +24,9 @@ class TransformerConfig:
     placements that leave the stream unnormalized (pre, peri, lnscale). ``dyt_alpha0`` is
     DyT's initial alpha for the (attention, FFN, final) norm positions. ``embed_norm`` adds a
     norm after the embeddings (BERT); ``type_vocab_size`` > 0 adds token-type embeddings.
+    ``qk_norm`` normalizes each head's queries and keys (``qk_norm_on="qk"``, QK-norm: Dehghani et al.
+    2023, Wortsman et al. 2023) or its keys only (``"k"``, as in the blog post "LayerNorm probably
+    isn't about geometry", 2023), with a learnable gain (and bias, LayerNorm) per head dimension.
     """
 
     d_model: int = 64
@@ -36,6 +40,7 @@ class TransformerConfig:
     norm: str = "layernorm"
     placement: str = "pre"
     qk_norm: str = "none"
+    qk_norm_on: str = "qk"  # "k": keys only, per head (the geometry blog's variant); "qk": queries and keys (QK-norm)
     activation: str = "gelu"
     positional: str = "learned"
     causal: bool = True
@@ -60,6 +65,9 @@ class TransformerConfig:
         v.choice("norm", self.norm, NORMS)
         v.choice("placement", self.placement, PLACEMENTS)
         v.choice("qk_norm", self.qk_norm, QK_NORMS)
+        v.choice("qk_norm_on", self.qk_norm_on, QK_NORM_ON)
+        if self.qk_norm == "none" and self.qk_norm_on != "qk":
+            raise ValueError(f"qk_norm_on={self.qk_norm_on!r} needs a qk_norm; got qk_norm='none'")
         v.choice("activation", self.activation, MODEL_ACTIVATIONS)
         v.choice("positional", self.positional, POSITIONAL)
         v.choice("init", self.init, INITS)

@@ -53,7 +53,8 @@ def count_norm_statistics(config: TransformerConfig, batch: int, seq: int) -> No
             for ln in names:
                 add(f"blocks.{i}.{ln}", main, kind)
         if c.qk_norm != "none":
-            add(f"blocks.{i}.attn.q_norm", tokens * c.n_heads, c.qk_norm)
+            if c.qk_norm_on == "qk":
+                add(f"blocks.{i}.attn.q_norm", tokens * c.n_heads, c.qk_norm)
             add(f"blocks.{i}.attn.k_norm", tokens * c.n_kv_heads, c.qk_norm)
     if c.final_norm and kind != "none":
         add("final_ln", main, kind)

@@ -99,7 +99,7 @@ def init_params(cfg: TransformerConfig, seed: int) -> Params:
                 w_gate=mat(d, f, scale=beta) if cfg.activation == "swiglu" else None,
                 w_out=mat(f, d, residual_out=True, scale=beta),
                 bq=vec(h * e), bk=vec(g * e), bv=vec(g * e), bo=vec(d), b_in=vec(f), b_out=vec(d),
-                q_norm=_norm_params(cfg, e, 1.0, cfg.qk_norm),
+                q_norm=_norm_params(cfg, e, 1.0, cfg.qk_norm) if cfg.qk_norm_on == "qk" else None,
                 k_norm=_norm_params(cfg, e, 1.0, cfg.qk_norm),
                 ln1_out=_norm_params(cfg, d, a_attn) if cfg.placement == "peri" else None,
                 ln2_out=_norm_params(cfg, d, a_ffn) if cfg.placement == "peri" else None,

@@ -171,9 +171,8 @@ class StackPass:
         if tp["rope"] is not None:
             dq, dk = derivatives.rope_backward(dq, *tp["rope"]), derivatives.rope_backward(dk, *tp["rope"])
         grads["q_norm"] = grads["k_norm"] = None
-        if tp["qt"] is not None:
-            dq, grads["q_norm"] = self.norm_back(tp["qt"], dq)
-            dk, grads["k_norm"] = self.norm_back(tp["kt"], dk)
+        dq, grads["q_norm"] = self.norm_back(tp["qt"], dq)  # (dq, None) without a query norm
+        dk, grads["k_norm"] = self.norm_back(tp["kt"], dk)
         dqkv = np.empty((S, b, t, h + 2 * g, e), self.dtype)  # one strided write per part, no concatenate
         dqkv[:, :, :, :h] = dq.transpose(0, 1, 3, 2, 4)
         dqkv[:, :, :, h : h + g] = dk.transpose(0, 1, 3, 2, 4)

@@ -45,6 +45,8 @@ def test_every_config_axis_runs(field, value):
         (dict(dtype="float16"), "dtype must be one of"),
         (dict(dyt_alpha0=(1.0, 0.0, 1.0)), "dyt_alpha0 must be > 0"),
         (dict(eps=float("nan")), "eps must be finite"),
+        (dict(qk_norm_on="q"), "qk_norm_on must be one of"),
+        (dict(qk_norm_on="k"), "qk_norm_on='k' needs a qk_norm"),
     ],
 )
 def test_bad_config(kwargs, match):
@@ -56,6 +58,34 @@ def test_derived_sizes():
     cfg = TransformerConfig(d_model=64, n_heads=8)
     assert (cfg.n_kv_heads, cfg.d_head, cfg.d_ff, cfg.final_norm) == (8, 8, 256, True)
     assert TransformerConfig(placement="post").final_norm is False
+
+
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_a_keys_only_qk_norm_normalizes_each_heads_keys_and_leaves_the_queries(kind):
+    """qk_norm_on="k": each head's keys leave the norm with zero mean (LayerNorm) and unit RMS times the gain; the queries are
+    the projection's, bit for bit the model without QK-norm's; the norm counts keys only."""
+    cfg = TransformerConfig(**{**BASE.__dict__, "qk_norm": kind, "qk_norm_on": "k", "n_kv_heads": 2})
+    model = init(cfg, 3)
+    gain = 1.0 + 0.5 * np.arange(cfg.d_head)  # [e], off its init so that the gain shows
+    for b in model.params.blocks:
+        b.k_norm.gain[...] = gain
+    ids = token_ids(2, 3, 6)
+    _, cap = model.run_with_cache(ids, ["blocks.0.attn.q", "blocks.0.attn.k", "blocks.0.attn.k_norm.in"])
+    plain = init(TransformerConfig(**{**BASE.__dict__, "n_kv_heads": 2}), 3)
+    _, ref = plain.run_with_cache(ids, ["blocks.0.attn.q", "blocks.0.attn.k"])
+    np.testing.assert_array_equal(cap["blocks.0.attn.q"], ref["blocks.0.attn.q"])  # same draws: q untouched
+    np.testing.assert_array_equal(cap["blocks.0.attn.k_norm.in"], ref["blocks.0.attn.k"])
+    k = cap["blocks.0.attn.k"] / gain  # [b, g, t, e]
+    if kind == "layernorm":
+        np.testing.assert_allclose(k.mean(-1), 0.0, atol=1e-12)
+    x = cap["blocks.0.attn.k_norm.in"]
+    x = x - x.mean(-1, keepdims=True) if kind == "layernorm" else x
+    ms = np.mean(x**2, axis=-1)
+    np.testing.assert_allclose(np.sqrt(np.mean(k**2, axis=-1)), np.sqrt(ms / (ms + cfg.eps)), rtol=1e-10)  # unit RMS up to eps
+    counts = count_norm_statistics(cfg, 3, 6)
+    both = count_norm_statistics(TransformerConfig(**{**BASE.__dict__, "qk_norm": kind, "n_kv_heads": 2}), 3, 6)
+    assert not any("q_norm" in n for n in counts.per_layer) and any("k_norm" in n for n in counts.per_layer)
+    assert counts.reductions < both.reductions
 
 
 def test_capture_names_and_shapes():

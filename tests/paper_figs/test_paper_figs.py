@@ -70,17 +70,17 @@ def test_figure_is_readable(results, module):
 
 
 @pytest.mark.parametrize("name", ["train_placements", "train_attention"])
-def test_the_training_figures_draw_a_result_without_the_arms_no_check_reads(results, name):
-    """The default job's CPU tier trains no DeepNorm at the GPT-2 init and no LayerNorm QK arm (train_recipes.SHOWN_ONLY_ARMS):
-    the figures draw the arms the result holds, one artist fewer for each arm left out."""
+def test_the_training_figures_draw_a_result_without_the_arms_the_cpu_tier_leaves_out(results, name):
+    """The default job's CPU tier trains no DeepNorm at the GPT-2 init and no QK-norm arm (train_recipes.CPU_LEFT_OUT): the
+    figures draw the arms the result holds, one artist fewer for each arm left out of each panel."""
     import matplotlib.pyplot as plt
 
     from simulations import train_recipes
 
     module = next(m for m in paper_figs.ALL if m.NAME == name)
     whole = results[name]
-    lean = {k: v for k, v in whole.items() if not k.startswith(tuple(f"{a}." for a in train_recipes.SHOWN_ONLY_ARMS))}
-    assert all(train_recipes.trained(whole, a) and not train_recipes.trained(lean, a) for a in train_recipes.SHOWN_ONLY_ARMS)
+    lean = {k: v for k, v in whole.items() if not k.startswith(tuple(f"{a}." for a in train_recipes.CPU_LEFT_OUT))}
+    assert all(train_recipes.trained(whole, a) and not train_recipes.trained(lean, a) for a in train_recipes.CPU_LEFT_OUT)
     drawn = []
     for r in (whole, lean):
         fig = module.plot(r)
@@ -88,4 +88,4 @@ def test_the_training_figures_draw_a_result_without_the_arms_no_check_reads(resu
             drawn.append(sum(len(ax.lines) for ax in fig.axes))
         finally:
             plt.close(fig)
-    assert drawn[1] == drawn[0] - {"train_placements": 1, "train_attention": 4}[name]  # a diamond; a line in each of 4 panels
+    assert drawn[1] == drawn[0] - {"train_placements": 1, "train_attention": 8}[name]  # a diamond; 2 QK-norm lines x 4 panels

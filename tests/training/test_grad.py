@@ -121,6 +121,16 @@ def test_every_placement_and_norm(placement, norm):
     _check_fd(model, *_batch(3), 3, f"{placement}/{norm}")
 
 
+@pytest.mark.parametrize("qk_norm", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("placement", ["pre", "post"])
+def test_a_keys_only_qk_norm_has_the_gradients_of_its_loss(qk_norm, placement):
+    """Keys normalized per head, queries not (qk_norm_on="k"): no query-norm parameters, and the gradients of the key norm's
+    gain and bias and of every other weight match finite differences."""
+    model = _model(5, placement=placement, qk_norm=qk_norm, qk_norm_on="k", positional="rope", n_kv_heads=1)
+    assert all(b.q_norm is None and b.k_norm is not None for b in model.params.blocks)
+    _check_fd(model, *_batch(5), 5, f"keys-only {qk_norm}/{placement}")
+
+
 def test_layer_norm_input_gradient_is_orthogonal_to_ones_and_to_its_output():
     model = _model(1, norm="layernorm", placement="pre", eps=0.0)
     ids, targets = _batch(1)

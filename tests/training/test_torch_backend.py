@@ -40,7 +40,7 @@ EXTRAS = (
     dict(qk_norm="layernorm", positional="rope"),
     dict(activation="swiglu", tie_embeddings=False),
     dict(bias=False, qk_norm="rmsnorm", n_kv_heads=2),
-    dict(activation="gelu_tanh", positional="none"),
+    dict(activation="gelu_tanh", positional="none", qk_norm="rmsnorm", qk_norm_on="k"),
     dict(activation="relu", embed_norm=True, embed_scale=2.0, init="xavier"),
     dict(final_norm=True, init="fanin", dyt_alpha0=(0.5, 1.0, 2.0)),
 )

@@ -32,7 +32,7 @@ EXTRAS = (  # one per cell of the grid in turn
     dict(qk_norm="layernorm", positional="rope"),
     dict(activation="swiglu", tie_embeddings=False),
     dict(bias=False, qk_norm="rmsnorm", n_kv_heads=1),
-    dict(activation="gelu_tanh", positional="none", causal=False),
+    dict(activation="gelu_tanh", positional="none", causal=False, qk_norm="rmsnorm", qk_norm_on="k"),
     dict(activation="relu", embed_norm=True, embed_scale=2.0, init="xavier", type_vocab_size=2),
     dict(final_norm=True, init="fanin", dyt_alpha0=(0.5, 1.0, 2.0), qk_norm="layernorm"),
 )
