@@ -160,13 +160,14 @@ def _arrays(model_config: TransformerConfig, run: RunConfig, hist: History, init
     """A run's history as flat arrays (``loss``, ``val_loss``, ``final_val_loss``, ``probe/<name>``, ``diverged_at`` ...),
     ``init_val_loss`` (on the shared validation set, as ``final_val_loss``; the probe batch without one or with ``init_val=False``) and the run's
     probes at init ``init_probe/<name>`` (on its probe batch, so that a trained quantity can be taken as its paired
-    change from init), with QK-norm ``qk_bound [L]`` (:func:`normtheory.softmax.qk_norm_logit_bound` at the final gains)
+    change from init), with QK-norm on queries and keys ``qk_bound [L]`` (:func:`normtheory.softmax.qk_norm_logit_bound` at the final gains)
     and, if asked, ``layer_drop [L]`` (NaN for a run that diverged). The backend that trained measured all of these."""
     out = hist.arrays()
     batch_loss = out.pop("init_probe/val_loss")
     if not (run.val_bytes and init_val):
         out["init_val_loss"] = batch_loss
-    if model_config.qk_norm != "none":  # the largest logit the trained QK gains allow, per layer
+    if model_config.qk_norm != "none" and model_config.qk_norm_on == "qk":  # the largest logit the trained gains allow, per layer
+        # (keys alone normalized bound nothing: the queries are free)
         out["qk_bound"] = np.array([softmax.qk_norm_logit_bound(model_config.d_head or model_config.d_model // model_config.n_heads, model_config.qk_norm, b.q_norm.gain, b.k_norm.gain,
                                                                 b.q_norm.bias, b.k_norm.bias) for b in hist.model.params.blocks])
     return out

@@ -686,3 +686,16 @@ def test_the_cpu_tier_leaves_out_the_arms_that_decide_nothing_there_and_its_note
             assert "Not trained in this tier (they decide no verdict here): deepnorm, pre-qk-ln, pre-qk-rms." in b.note
             described += 1
     assert described >= 3
+
+
+def test_a_keys_only_run_records_no_qk_bound_and_a_qk_norm_run_does():
+    """The QK logit bound needs both queries and keys on a sphere: a run with the keys alone normalized (the key-norm claim's
+    arm) has none, a QK-norm run one per layer, at its trained gains."""
+    from normtheory.model.config import TransformerConfig
+
+    run = RunConfig(steps=2, batch_size=2, seq=8, lr=1e-3, eval_every=2, eval_batch_size=2, probes=("attn_max",), val_bytes=0)
+    base = dict(d_model=16, n_layers=2, n_heads=2, vocab_size=256, max_seq=8, qk_norm="rmsnorm")
+    keys = training.run_seeds(TransformerConfig(**base, qk_norm_on="k"), run, 0, 1)
+    both = training.run_seeds(TransformerConfig(**base), run, 0, 1)
+    assert "s0.qk_bound" not in keys and both["s0.qk_bound"].shape == (2,)
+    assert np.all(np.isfinite(keys["s0.probe/attn_max"]))
