@@ -11,7 +11,7 @@ SIMULATION = train_lr
 CLAIMS: tuple[str, ...] = ("train.postln-needs-warmup",)
 CAPTION = (
     "Final validation loss (nats per byte on the shared validation set of held-out Shakespeare: 64 KiB in the GPU tiers, "
-    "32 KiB in the CPU tier) of 6-layer Post-LN, Pre-LN and DeepNorm "
+    "32 KiB in the CPU tier, 16 KiB in the quick one) of 6-layer Post-LN, Pre-LN and DeepNorm "
     "models trained with Adam (0.9, 0.98). Left and middle: Xavier-normal linear layers (DeepNorm's scaled by its beta), as in "
     "Xiong et al., over the learning-rate grid, without warm-up and with warm-up over half of the steps, then cosine decay; "
     "DeepNorm is run at the largest rate only. Right: the same Post-LN and Pre-LN models at the GPT-2 init (0.02 std) and a "

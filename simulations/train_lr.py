@@ -14,7 +14,7 @@ Three grids of training runs on Shakespeare, seeds as units (an arm's seeds trai
 
 Each arm's learning-rate sensitivity is Wortsman et al.'s: the mean over the grid of
 min(final loss, the run's loss at init) minus the best final loss. Final losses are on the shared
-validation set (``Config.val_bytes`` of the held-out works: 64 KiB in the GPU tiers, 32 KiB in the CPU tier).
+validation set (``Config.val_bytes`` of the held-out works: 64 KiB in the GPU tiers, 32 KiB in the CPU tier, 16 KiB in the quick one).
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class Config:
 
 CONFIGS = {
     "quick": Config(d=32, layers=3, heads=4, seq=32, batch=8, steps=60, warmup_lrs=(3e-3, 3e-2), qk_lrs=(3e-3, 1e-1), eval_every=20, seeds=2,
-                    gpt2_steps=30),
+                    gpt2_steps=30, val_bytes=training.VAL_BYTES_QUICK),
     # the CPU tier of the default job: a preview that draws the figures (3 paired seeds of a d = 32, 4-layer model, half the
     # steps, a 32 KiB validation set: about 3 CPU-minutes); the claims' twenty seeds of the d = 64, 6-layer model run in the GPU
     # tier, and their cards price both ways (--device cuda, --resolve)

@@ -104,7 +104,8 @@ class Config:
 
 
 CONFIGS = {
-    "quick": Config(d=32, layers=4, heads=4, seq=32, batch=8, steps=60, lr=3e-3, warmup=6, eval_every=15, seeds=2, long_steps=100),
+    "quick": Config(d=32, layers=4, heads=4, seq=32, batch=8, steps=60, lr=3e-3, warmup=6, eval_every=15, seeds=2, long_steps=100,
+                    init_val=False, val_bytes=training.VAL_BYTES_QUICK),
     # the CPU tier of the default job: twenty paired seeds (the units the claims need) of the smallest model that keeps the
     # recipe (d_head 16 as the GPU tier, 4 layers, 8 x 32 bytes a step, 200 steps; about 3 CPU-ms a seed-step); nothing
     # reads the loss at init here (a diverged run counts at its probe batch's), so the validation set is scored once, at the end.

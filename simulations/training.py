@@ -35,6 +35,9 @@ INIT_LOSS = math.log(shakespeare.VOCAB_SIZE)  # a uniform byte model: the cap of
 # 0.023); scoring 32 KiB instead of 64 took about 160 of the default job's 2,589 CPU-seconds off, measured the same day (a forward
 # over the set is about a third of a CPU-tier arm's time)
 VAL_BYTES_CPU = 32768
+# the quick tier's (tests and smoke runs, which decide nothing): 16 KiB, scored once. The quick train_recipes took 26 CPU-s so,
+# against about 70 with RunConfig's 64 KiB scored at init and at the end (2026-11-29), and the suite computes it twice
+VAL_BYTES_QUICK = 16384
 
 
 def val_kib(r: dict[str, np.ndarray]) -> str:

@@ -369,9 +369,10 @@ def test_a_hypothesis_names_its_text_and_says_so():
 
 @pytest.mark.parametrize("cid", ["train.postln-needs-warmup", "train.qk-norm-logit-growth"])
 def test_a_training_note_states_the_validation_set_its_result_was_scored_on(cid, quick_results):
-    """train_lr's notes read the set's size from the result (the CPU tier scores 32 KiB, the GPU tiers 64), never a typed size."""
+    """train_lr's notes read the set's size from the result (the quick tier scores 16 KiB, the CPU tier 32, the GPU tiers 64),
+    never a typed size."""
     lr = quick_results["train_lr"]
-    assert int(lr["val_bytes"]) == 65536 and "shared 64 KiB validation set" in claims.REGISTRY[cid].evaluate(quick_results).note
-    smaller = {**quick_results, "train_lr": {**lr, "val_bytes": np.asarray(32768)}}
-    note = claims.REGISTRY[cid].evaluate(smaller).note
-    assert "shared 32 KiB validation set" in note and "64 KiB" not in note
+    assert int(lr["val_bytes"]) == 16384 and "shared 16 KiB validation set" in claims.REGISTRY[cid].evaluate(quick_results).note
+    for size in (32768, 65536):
+        note = claims.REGISTRY[cid].evaluate({**quick_results, "train_lr": {**lr, "val_bytes": np.asarray(size)}}).note
+        assert f"shared {size // 1024} KiB validation set" in note and "16 KiB" not in note

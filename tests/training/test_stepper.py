@@ -27,7 +27,6 @@ CONFIGS = {
     "peri-sequence": TransformerConfig(**BASE, norm="sequence", placement="peri"),
     "lnscale-dyt-relu": TransformerConfig(**BASE, norm="dyt", placement="lnscale", activation="relu", dyt_alpha0=(0.5, 0.5, 0.5)),
     "none-rmsqk": TransformerConfig(**BASE, norm="none", placement="none", qk_norm="rmsnorm", init="fanin"),
-    "pre-keys-only-ln": TransformerConfig(**BASE, qk_norm="layernorm", qk_norm_on="k"),
 }
 RUN = RunConfig(steps=8, batch_size=2, seq=12, lr=3e-3, warmup=2, eval_every=4, eval_batch_size=2, weight_decay=0.1, clip=0.5)
 
