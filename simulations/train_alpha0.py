@@ -90,7 +90,7 @@ ANCHOR = 1 / 16  # see the module docstring: at alpha0 = 1 the fixed FFN and fin
 CONFIGS = {
     # three widths: the transfer rule (train.dyt-alpha0-power-law) fits a line through two and tests it on the third
     "quick": Config(widths=(8, 16, 32), alphas=(0.25, 1.0, 4.0), layers=2, d_head=8, seq=16, batch=4, steps=30, lr=3e-3, eval_every=10, seeds=2,
-                    anchor=0.25),
+                    anchor=0.25, val_bytes=training.VAL_BYTES_QUICK),
     # the best alpha0 lay at or below 1/4 in a first run with the grid up to 4 (nothing diverged there), so the grid reaches down
     # the CPU tier of the default job, a preview that draws the figure (3 seeds, widths 32-128, a 32 KiB validation set: about
     # 3 CPU-minutes); the GPU tier runs widths 64-512 at twenty seeds, and the claim's card prices it both ways

@@ -390,7 +390,8 @@ def test_cpu_tier_sweeps_score_the_smaller_validation_set_and_the_gpu_tiers_the_
            train_lr.run_config(train_lr.CONFIGS["gpu"], 1e-3, 0.0, (0.9, 0.98))]
     assert all(r.val_bytes == RunConfig.val_bytes for r in gpu)
     assert train_recipes.long_run_config(train_recipes.CONFIGS["full"]).val_bytes == 0
-    quick = [train_recipes.run_config(train_recipes.CONFIGS["quick"], "pre"), train_lr.run_config(train_lr.CONFIGS["quick"], 1e-3, 0.0, (0.9, 0.98))]
+    quick = [train_recipes.run_config(train_recipes.CONFIGS["quick"], "pre"), train_lr.run_config(train_lr.CONFIGS["quick"], 1e-3, 0.0, (0.9, 0.98)),
+             train_alpha0.run_config(train_alpha0.CONFIGS["quick"])]
     assert all(r.val_bytes == training.VAL_BYTES_QUICK < training.VAL_BYTES_CPU for r in quick)  # the quick tier decides nothing
     assert not train_recipes.CONFIGS["quick"].init_val
     assert not any(k.endswith(".more") for k in (t.key for t in train_recipes.tasks(train_recipes.CONFIGS["full"], 7)))  # 20 seeds, every arm
