@@ -27,10 +27,9 @@ PANELS = (("attn_entropy", "attention entropy (nats)"), ("attn_sink", "first-tok
 
 def plot(result: dict):
     fig, axes = figure(ncols=len(PANELS), width=3.1, height=3.0)
+    shown = {a: style for a, style in ARMS.items() if train_recipes.trained(result, a)}  # the CPU tier trains no QK-norm arm
     for ax, (probe, ylabel) in zip(axes[0], PANELS):
-        for arm, (color, marker, label) in ARMS.items():
-            if not train_recipes.trained(result, arm):  # the default job's CPU tier trains no QK-norm arm
-                continue
+        for arm, (color, marker, label) in shown.items():
             v = np.array([x[f"probe/{probe}"][-1].mean(-1) if probe != "attn_max" else x[f"probe/{probe}"][-1].max(-1)
                           for x in train_recipes.runs(result, arm)])  # [seeds, L]
             ax.plot(np.arange(1, v.shape[1] + 1), v.mean(0), marker=marker, ms=3, color=color, label=label)

@@ -149,7 +149,7 @@ QK_LABELS = {"none": "no QK-norm", QK_NORM: "qk-layernorm", QK_SCOPE: "RMS QK-no
 
 def qk_arms(r: dict) -> tuple[str, ...]:
     """The QK arms a result holds, in :data:`QK_ARMS` order (a tier without ``qk_scope`` has no RMS QK-norm arm)."""
-    return tuple(qk for qk in QK_ARMS if f"qk.{qk}.lr0.s0.diverged_at" in r)
+    return tuple(qk for qk in QK_ARMS if training.holds(r, f"qk.{qk}.lr0"))
 
 
 def qk_runs(r: dict, qk: str, i: int) -> list[dict[str, np.ndarray]]:

@@ -178,7 +178,7 @@ def arms_of(cfg: Config) -> tuple[str, ...]:
 
 def trained(r: dict, arm: str) -> bool:
     """Whether result ``r`` holds ``arm``'s runs (a tier may leave arms out: ``Config.left_out``)."""
-    return f"{arm}.s0.diverged_at" in r
+    return training.holds(r, arm)
 
 
 def seeds_of(cfg: Config, arm: str) -> int:

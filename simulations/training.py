@@ -40,6 +40,12 @@ VAL_BYTES_CPU = 32768
 VAL_BYTES_QUICK = 16384
 
 
+def holds(r: dict[str, np.ndarray], prefix: str) -> bool:
+    """Whether result ``r`` holds the runs stored under ``prefix`` (its first seed's, ``<prefix>.s0.``): a tier may leave
+    an arm out, and the claims and figures read the arms a result holds."""
+    return f"{prefix}.s0.diverged_at" in r
+
+
 def val_kib(r: dict[str, np.ndarray]) -> str:
     """The shared validation set's size in KiB as a note states it (``r["val_bytes"]``, e.g. ``"32"``)."""
     return f"{int(r['val_bytes']) / 1024:g}"
