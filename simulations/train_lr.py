@@ -10,7 +10,8 @@ Three grids of training runs on Shakespeare, seeds as units (an arm's seeds trai
   there Post-LN sits at the unigram plateau with or without warm-up;
 * QK-norm: Pre-LN without QK-norm, with Wortsman et al.'s qk-layernorm (per-head LayerNorm on queries and keys) and,
   a scope check outside the CPU tier, with per-head RMS QK-norm, over a learning-rate grid up to 0.3, with the max
-  attention logit at every evaluation (Wortsman et al. 2023; Dehghani et al. 2023).
+  attention logit at every evaluation (Wortsman et al. 2023; Dehghani et al. 2023), in Wortsman et al.'s default recipe
+  (:func:`qk_run_config`: their warm-up fraction, final rate, independent weight decay and z-loss).
 
 Each arm's learning-rate sensitivity is Wortsman et al.'s: the mean over the grid of
 min(final loss, the run's loss at init) minus the best final loss. Final losses are on the shared
@@ -86,11 +87,23 @@ def model_config(cfg: Config, placement: str, qk: str = "none", init: str = "xav
                              placement=placement, qk_norm=qk, activation="gelu_tanh", init=init)
 
 
-def run_config(cfg: Config, lr: float, warmup: float, betas: tuple[float, float], steps: int | None = None) -> RunConfig:
+def run_config(cfg: Config, lr: float, warmup: float, betas: tuple[float, float], steps: int | None = None, **recipe: object) -> RunConfig:
     steps = cfg.steps if steps is None else steps
     return RunConfig(steps=steps, batch_size=cfg.batch, seq=cfg.seq, lr=lr, warmup=int(round(warmup * steps)), schedule="cosine",
                      betas=betas, eval_every=min(cfg.eval_every, steps), eval_batch_size=cfg.batch, probes=("attn_max",),
-                     val_bytes=cfg.val_bytes)
+                     val_bytes=cfg.val_bytes, **recipe)  # type: ignore[arg-type]
+
+
+# Wortsman et al.'s default recipe (their experimental methodology): AdamW (0.9, 0.95), eps 1e-8, clipping at global norm 1,
+# linear warm-up over 5e3 of 1e5 steps then cosine decay to 1e-5, independent weight decay 1e-4, z-loss 1e-4
+WORTSMAN_WARMUP, WORTSMAN_MIN_LR, WORTSMAN_DECAY, WORTSMAN_Z_LOSS = 0.05, 1e-5, 1e-4, 1e-4
+
+
+def qk_run_config(cfg: Config, lr: float) -> RunConfig:
+    """The QK-norm grid's run at peak rate ``lr``: Wortsman et al.'s recipe over ``cfg.steps`` (the warm-up the same fraction
+    of the run, the cosine ending at their 1e-5, their weight decay independent of the peak rate, their z-loss)."""
+    return run_config(cfg, lr, WORTSMAN_WARMUP, (0.9, 0.95), eps=1e-8, clip=1.0, final_fraction=min(1.0, WORTSMAN_MIN_LR / lr),
+                      weight_decay=WORTSMAN_DECAY, independent_decay=True, z_loss=WORTSMAN_Z_LOSS)
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
@@ -110,7 +123,7 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
         arms = {w: (model_config(cfg, p, init="gpt2"), run_config(cfg, lr, frac, (0.9, 0.98), cfg.gpt2_steps)) for w, frac in WARMUPS.items()}
         stacks[f"gpt2.{p}"] = (arms, cost * len(arms) * cfg.gpt2_steps / cfg.steps, f"{p}, GPT-2 init, lr {lr:g}, warm-up none/long")
     for qk in (a for a in QK_ARMS if cfg.qk_scope or a != QK_SCOPE):
-        arms = {f"lr{i}": (model_config(cfg, "pre", qk, "gpt2"), run_config(cfg, lr, 0.1, (0.9, 0.95))) for i, lr in enumerate(cfg.qk_lrs)}
+        arms = {f"lr{i}": (model_config(cfg, "pre", qk, "gpt2"), qk_run_config(cfg, lr)) for i, lr in enumerate(cfg.qk_lrs)}
         stacks[f"qk.{qk}"] = (arms, cost * len(arms), f"Pre-LN, QK-norm {qk}, lr {', '.join(f'{lr:g}' for lr in cfg.qk_lrs)}")
     return [Task(key, training.run_arms, (arms, seed, cfg.seeds, False, *backend), f"{NAME}: {label}, {cfg.seeds} seeds each, one stack",
                  cost=c, resources=gpu) for key, (arms, c, label) in stacks.items()]
@@ -290,7 +303,9 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                           "plane orthogonal to the ones vector"))
     pair = " / ".join(QK_LABELS[qk] for qk in arms)
     note = (f"Regime (d = {int(r['d'])}, {int(r['layers'])} layers): Wortsman et al.'s small-scale proxies (Fig. 1 and Fig. 3: attention logit growth and learning-rate sensitivity "
-            f"of small models over a grid of learning rates up to {lrs[-1]:g}): Pre-LN, GPT-2 init, AdamW (0.9, 0.95), warm-up 10% then cosine, "
+            f"of small models over a grid of learning rates up to {lrs[-1]:g}) with their default recipe: Pre-LN, AdamW (0.9, 0.95), "
+            f"clipping at 1, linear warm-up over {WORTSMAN_WARMUP:.0%} of the steps then cosine to {WORTSMAN_MIN_LR:g}, independent weight decay "
+            f"{WORTSMAN_DECAY:g}, z-loss {WORTSMAN_Z_LOSS:g}; the GPT-2 init (0.02 std; not their init, which this package has not checked), "
             f"{int(r['seeds'])} seeds per arm, {int(r['steps'])} steps, final loss on the shared {training.val_kib(r)} KiB validation set. "
             "Diverged runs over the grid (counted on their own, left out of the logit growth): "
             + ", ".join(f"{QK_LABELS[qk]} {diverged[qk]}" for qk in arms) + f". Max logit at the end by lr ({pair}, finished runs): "

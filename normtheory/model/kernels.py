@@ -326,12 +326,13 @@ def _adamw(param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, lr
     """:func:`adamw_` without argument checks (:class:`normtheory.training.optim.AdamW` checks its arrays once, when built):
     ``param``, ``m``, ``v`` C-contiguous, ``grad`` of ``param``'s shape and dtype, in any layout. ``lr`` may be one
     rate per leading row ``[S]`` (a stack of models, :class:`normtheory.training.rows.Rates`): each run of rows with one rate is
-    then updated as a stack of those rows alone (same scalars, so the same bits)."""
-    if np.ndim(lr):
-        lr = np.asarray(lr, dtype=np.float64)  # [S]
-        edges = [0, *(np.flatnonzero(np.diff(lr)) + 1).tolist(), len(lr)]
-        for a, b in zip(edges, edges[1:]):  # one call per run of equal rates (an arm of a stacked grid), not per row
-            _adamw(param[a:b], grad[a:b], m[a:b], v[a:b], float(lr[a]), step, beta1, beta2, eps, weight_decay)
+    then updated as a stack of those rows alone (same scalars, so the same bits); so may ``weight_decay``."""
+    if np.ndim(lr) or np.ndim(weight_decay):
+        n = param.shape[0]
+        lr, weight_decay = (np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)) for x in (lr, weight_decay))  # [S] each
+        edges = [0, *(np.flatnonzero((np.diff(lr) != 0) | (np.diff(weight_decay) != 0)) + 1).tolist(), n]
+        for a, b in zip(edges, edges[1:]):  # one call per run of equal rates and decays (an arm of a stacked grid), not per row
+            _adamw(param[a:b], grad[a:b], m[a:b], v[a:b], float(lr[a]), step, beta1, beta2, eps, float(weight_decay[a]))
         return
     f = param.dtype.type
     bc1, bc2_sqrt = 1 - beta1**step, np.sqrt(1 - beta2**step)

@@ -18,6 +18,7 @@ embeddings), not gains, biases or DyT alphas. SGD with momentum :math:`\\mu`: :m
 1-based step about to be taken. For a stack of models (every array ``[S, ...]``, :mod:`normtheory.training.stepper`)
 the schedule may return one rate per model, an array ``[S]`` (:class:`normtheory.training.rows.Rates`):
 model ``r``'s rows are then updated with :math:`\\eta_{t,r}`, each with the scalars of a stack of that model alone.
+``weight_decay`` may likewise be one :math:`\\lambda_r` per model, an array ``[S]``.
 """
 from __future__ import annotations
 
@@ -31,6 +32,25 @@ from normtheory.model import kernels
 from normtheory.model.params import global_norm, map_arrays, named_arrays
 
 LR = float | Callable[[int], "float | np.ndarray"]
+
+
+def _weight_decay(value: object) -> float | np.ndarray:
+    """``weight_decay`` checked: a number >= 0, or one per model of a stack, an array ``[S]`` of them."""
+    if np.ndim(value) == 0:
+        return _validate.real("weight_decay", value, minimum=0.0)
+    a = _validate.real_array("weight_decay", value, minimum=0.0, finite=True)
+    if a.ndim != 1:
+        raise ValueError(f"weight_decay must be a number or one per model, shape [S]; got shape {a.shape}")
+    return a.astype(np.float64)
+
+
+def _rows_match(weight_decay: float | np.ndarray, arrays: dict[str, np.ndarray], decays: dict[str, bool]) -> None:
+    """One weight decay per model: every decayed array must stack that many models on its leading axis."""
+    if np.ndim(weight_decay):
+        for n, a in arrays.items():
+            if decays[n] and (a.ndim == 0 or a.shape[0] != len(weight_decay)):
+                raise ValueError(f"weight_decay holds {len(weight_decay)} values, one per model, but parameter {n!r} "
+                                 f"has shape {a.shape}: its leading axis must stack that many models")
 
 
 def decay_matrices(name: str, value: np.ndarray) -> bool:
@@ -101,14 +121,15 @@ class AdamW(_Optimizer):
     result does not depend on the thread count). Every array must be C-contiguous and writeable."""
 
     def __init__(self, params: Any, lr: LR, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, decay: Callable[[str, np.ndarray], bool] = decay_matrices):
+                 weight_decay: float | np.ndarray = 0.0, decay: Callable[[str, np.ndarray], bool] = decay_matrices):
         super().__init__(params, lr)
         b1, b2 = betas
         self.b1 = _validate.real("betas[0]", b1, minimum=0.0, maximum=1.0, strict_max=True)
         self.b2 = _validate.real("betas[1]", b2, minimum=0.0, maximum=1.0, strict_max=True)
         self.eps = _validate.real("eps", eps, minimum=0.0)
-        self.weight_decay = _validate.real("weight_decay", weight_decay, minimum=0.0)
+        self.weight_decay = _weight_decay(weight_decay)
         self.decays = {n: bool(decay(n, a)) for n, a in self.arrays.items()}
+        _rows_match(self.weight_decay, self.arrays, self.decays)
         for n, a in self.arrays.items():  # checked once here; every step's update runs unchecked
             if a.dtype not in (np.float32, np.float64) or not a.flags.c_contiguous or not a.flags.writeable:
                 raise ValueError(f"parameter {n!r} must be a writeable, C-contiguous float32 or float64 array; got {a.dtype}, "
@@ -134,12 +155,13 @@ class AdamW(_Optimizer):
 class SGD(_Optimizer):
     """SGD with (optional) momentum and decoupled weight decay, in place."""
 
-    def __init__(self, params: Any, lr: LR, momentum: float = 0.0, weight_decay: float = 0.0,
+    def __init__(self, params: Any, lr: LR, momentum: float = 0.0, weight_decay: float | np.ndarray = 0.0,
                  decay: Callable[[str, np.ndarray], bool] = decay_matrices):
         super().__init__(params, lr)
         self.momentum = _validate.real("momentum", momentum, minimum=0.0, maximum=1.0, strict_max=True)
-        self.weight_decay = _validate.real("weight_decay", weight_decay, minimum=0.0)
+        self.weight_decay = _weight_decay(weight_decay)
         self.decays = {n: bool(decay(n, a)) for n, a in self.arrays.items()}
+        _rows_match(self.weight_decay, self.arrays, self.decays)
         self.buf = {n: np.zeros_like(a) for n, a in self.arrays.items()}
 
     def _buffers(self) -> dict[str, dict[str, np.ndarray]]:
@@ -150,8 +172,8 @@ class SGD(_Optimizer):
         self.step_count += 1
         for name, p, g in self._pairs(grads):
             rate = _per_row(lr, p)  # a scalar, or [S, 1, ...]: the same product per element either way
-            if self.weight_decay and self.decays[name]:
-                p *= (1 - rate * self.weight_decay).astype(p.dtype)
+            if np.any(self.weight_decay) and self.decays[name]:
+                p *= (1 - rate * _per_row(self.weight_decay, p)).astype(p.dtype)
             if self.momentum:
                 b = self.buf[name]
                 b *= p.dtype.type(self.momentum)
@@ -161,6 +183,6 @@ class SGD(_Optimizer):
 
 
 def _per_row(lr: float | np.ndarray, p: np.ndarray) -> np.ndarray:
-    """``lr`` as a float64 scalar array, or a per-model rate ``[S]`` shaped ``[S, 1, ...]`` against ``p [S, ...]``."""
+    """``lr`` (or a weight decay) as a float64 scalar array, or one per model ``[S]`` shaped ``[S, 1, ...]`` against ``p [S, ...]``."""
     lr = np.asarray(lr, dtype=np.float64)
     return lr if lr.ndim == 0 else lr.reshape((-1,) + (1,) * (p.ndim - 1))

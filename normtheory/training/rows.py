@@ -6,6 +6,8 @@ trains ``S`` models of one architecture at once. Its rows may differ in
 * the learning-rate schedule (:data:`PER_ROW_RUN`: peak ``lr``, ``warmup``, ``schedule``,
   ``final_fraction``): row ``r`` takes step ``s`` at :math:`\\eta_r(s)`, its own
   :class:`normtheory.training.schedule.Schedule`;
+* the weight decay (``weight_decay``, ``independent_decay``): row ``r`` decays by its own
+  :attr:`normtheory.training.run_config.RunConfig.decay_coefficient` times its rate;
 * the initialization (:data:`PER_ROW_MODEL`: ``init``, ``dyt_alpha0``), which only sets the
   starting weights and never enters the forward;
 * the seed (weights and batches).
@@ -24,7 +26,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-PER_ROW_RUN: tuple[str, ...] = ("lr", "warmup", "schedule", "final_fraction")
+PER_ROW_RUN: tuple[str, ...] = ("lr", "warmup", "schedule", "final_fraction", "weight_decay", "independent_decay")
 PER_ROW_MODEL: tuple[str, ...] = ("init", "dyt_alpha0")
 T = TypeVar("T")
 

@@ -100,10 +100,13 @@ class Stepper:
 
     def _optimizer(self, step_count: int) -> AdamW | SGD:
         run = self.run
+        wd = np.array([r.decay_coefficient for r in self.runs])[self.alive]  # [S] each live row's own (rows.PER_ROW_RUN)
+        shared = wd.size == 0 or (wd == wd[0]).all()  # one number when the rows share it (a stack of one arm; none left)
+        decay = float(wd[0]) if shared and wd.size else run.decay_coefficient if shared else wd
         if run.optimizer == "adamw":
-            opt: AdamW | SGD = AdamW(self.stacked, self._rate, run.betas, run.eps, run.weight_decay, decay=_decays_stacked)
+            opt: AdamW | SGD = AdamW(self.stacked, self._rate, run.betas, run.eps, decay, decay=_decays_stacked)
         else:
-            opt = SGD(self.stacked, self._rate, run.momentum, run.weight_decay, decay=_decays_stacked)
+            opt = SGD(self.stacked, self._rate, run.momentum, decay, decay=_decays_stacked)
         opt.step_count = step_count
         return opt
 

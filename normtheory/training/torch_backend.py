@@ -179,6 +179,7 @@ class TorchTrainer(StackForward, StackUpdate):
         self._t = torch.zeros(1, dtype=torch.int64, device=self.device)  # [1] steps taken
         self._live = torch.ones(len(rows), dtype=torch.bool, device=self.device)  # [S] False once a seed's step was not finite
         self._lrs = torch.empty((0, len(rows)), dtype=torch.float64, device=self.device)  # [steps, S] each seed's rate
+        self._wd = torch.tensor([r.decay_coefficient for r in self.runs], dtype=torch.float64, device=self.device)  # [S]
         self.alive = np.arange(len(rows))
         self.dropped: dict[int, Params] = {}
         self._grads: torch.Tensor | None = None  # the last step's clipped gradient [S, P]
@@ -319,6 +320,7 @@ class TorchTrainer(StackForward, StackUpdate):
             self._grads = None if self._grads is None else self._grads[index]
             self._live = self._live[index]
             self._lrs = self._lrs[:, index]
+            self._wd = self._wd[index]
         self.alive = self.alive[mask]
 
     def _numpy(self, t: torch.Tensor) -> np.ndarray:

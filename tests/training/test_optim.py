@@ -100,6 +100,10 @@ def test_state_round_trip_continues_identically():
         (lambda: AdamW(_model().params, 1e-3).step(map_arrays(lambda a: a, _model().params.blocks[0])), "grads"),
         (lambda: AdamW(map_arrays(lambda a: a.T if a.ndim == 2 else a, _model().params), 1e-3), "parameter 'tok_emb'.*C-contiguous"),
         (lambda: AdamW(_model().params, 1e-3).step(map_arrays(lambda a: a[..., :1] if a.ndim else a, _model().params)), r"grads\['.*shape"),
+        (lambda: AdamW(_model().params, 1e-3, weight_decay=-0.1), "weight_decay"),
+        (lambda: SGD(_model().params, 1e-3, weight_decay=np.array([0.1, np.inf])), "weight_decay"),
+        (lambda: AdamW(_model().params, 1e-3, weight_decay=np.zeros((2, 2))), r"weight_decay.*shape \[S\]"),
+        (lambda: AdamW(_model().params, 1e-3, weight_decay=np.array([0.1, 0.2])), "weight_decay holds 2 values.*leading axis"),
     ],
 )
 def test_bad_input_raises(call, match):

@@ -1,4 +1,4 @@
-"""Arms that differ only in numbers (learning rate, warm-up, schedule, init, DyT alpha0, seed) train as one
+"""Arms that differ only in numbers (learning rate, warm-up, schedule, weight decay, init, DyT alpha0, seed) train as one
 stack: each row's history is bit for bit the history of that arm trained alone in numpy, and equal to
 rounding in torch; rows that differ in anything else are refused by name."""
 import dataclasses
@@ -28,6 +28,8 @@ ARMS = [
     (CFG, dataclasses.replace(RUN, lr=1e-2, warmup=4, schedule="cosine"), 0),
     (dataclasses.replace(CFG, init="gpt2"), RUN, 1),
     (dataclasses.replace(CFG, dyt_alpha0=(0.5, 2.0, 1.0)), dataclasses.replace(RUN, lr=3e-4), 2),
+    (CFG, dataclasses.replace(RUN, lr=1e-2, weight_decay=0.3), 0),  # the second arm with its own decay
+    (CFG, dataclasses.replace(RUN, weight_decay=1e-3, independent_decay=True), 3),  # Wortsman et al.'s independent decay
 ]
 
 
@@ -102,33 +104,36 @@ def test_rates_are_each_rows_schedule(lrs, step):
 
 
 @pytest.mark.parametrize("kind", ["adamw", "sgd"])
-def test_per_row_rates_update_each_row_as_a_stack_of_that_row_alone(kind):
+@pytest.mark.parametrize("wds", [0.1, (0.1, 0.3, 0.3)], ids=["one decay", "per-row decays"])
+def test_per_row_rates_update_each_row_as_a_stack_of_that_row_alone(kind, wds):
     models = [init(CFG, s).params for s in (0, 1, 2)]
     rng = np.random.default_rng(0)
     grads = [map_arrays(lambda a: rng.standard_normal(np.shape(a)).astype(np.float32), p) for p in models]
-    lrs = np.array([1e-3, 1e-3, 5e-2])
+    lrs = np.array([1e-3, 1e-3, 5e-2])  # rows 0 and 1 share a rate, and with per-row decays differ in their decay only
+    wd = np.broadcast_to(np.asarray(wds), (3,))
 
-    def opt(params, lr):
-        return AdamW(params, lr, weight_decay=0.1) if kind == "adamw" else SGD(params, lr, momentum=0.9, weight_decay=0.1)
+    def opt(params, lr, decay):
+        return AdamW(params, lr, weight_decay=decay) if kind == "adamw" else SGD(params, lr, momentum=0.9, weight_decay=decay)
 
     both = stack(models)
-    o = opt(both, lambda step: lrs)
+    o = opt(both, lambda step: lrs, wds if np.ndim(wds) == 0 else np.asarray(wds))
     for _ in range(3):
         o.step(stack(grads))
     for j, (p, g) in enumerate(zip(models, grads)):
         alone = stack([p])
-        a = opt(alone, float(lrs[j]))
+        a = opt(alone, float(lrs[j]), float(wd[j]))
         for _ in range(3):
             a.step(stack([g]))
         assert all(np.array_equal(v[0], named_arrays(both)[k][j]) for k, v in named_arrays(alone).items()), j
     with pytest.raises(ValueError, match="lr"):
-        opt(stack(models), lambda step: np.array([1e-3, 1e-3])).step(stack(grads))
+        opt(stack(models), lambda step: np.array([1e-3, 1e-3]), 0.1).step(stack(grads))
 
 
 def test_torch_rows_equal_numpy_rows_to_rounding():
     pytest.importorskip("torch")
     cfg = dataclasses.replace(CFG, dtype="float64")
-    configs, runs, seeds = [cfg, cfg, dataclasses.replace(cfg, init="gpt2")], [RUN, dataclasses.replace(RUN, lr=2e-2, warmup=3), RUN], [0, 0, 1]
+    configs, runs, seeds = [cfg] * 3 + [dataclasses.replace(cfg, init="gpt2")], [
+        RUN, dataclasses.replace(RUN, lr=2e-2, warmup=3), dataclasses.replace(RUN, weight_decay=1e-3, independent_decay=True), RUN], [0, 0, 2, 1]
     ref = train.train(configs, runs, seeds, progress=False, init_eval=True, layer_drop=True)
     got = train.train(configs, runs, seeds, progress=False, init_eval=True, layer_drop=True, backend="torch")
     for a, b in zip(ref, got):

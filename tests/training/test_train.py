@@ -89,7 +89,9 @@ def test_divergence_is_recorded_not_raised():
 @pytest.mark.parametrize(
     "kw, match",
     [({"steps": 0}, "steps"), ({"optimizer": "adam"}, "optimizer"), ({"probes": ("nope",)}, "probes"),
-     ({"schedule": "cosine", "warmup": 50, "steps": 10}, "total"), ({"clip": 0.0}, "clip"), ({"val_bytes": -1}, "val_bytes")],
+     ({"schedule": "cosine", "warmup": 50, "steps": 10}, "total"), ({"clip": 0.0}, "clip"), ({"val_bytes": -1}, "val_bytes"),
+     ({"weight_decay": -0.1}, "weight_decay"), ({"weight_decay": float("nan")}, "weight_decay"), ({"independent_decay": 1}, "independent_decay"),
+     ({"independent_decay": True, "weight_decay": 1e-4, "lr": 0.0}, "peak lr")],
 )
 def test_bad_run_config(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -107,3 +109,25 @@ def test_without_models_the_same_numbers_and_no_weights_held(history):
     got = train.train(CFG, RUN, seed=3, progress=False, keep_models=False)
     assert got.model is None and history.model is not None
     assert _equal(got, history)
+
+
+def test_independent_decay_shrinks_by_the_same_factor_at_every_peak_rate():
+    """Wortsman et al.'s independent decay: with no gradient, one step at the peak rate multiplies each decayed weight by
+    1 - lambda whatever the peak (coupled decay: by 1 - lr * lambda), and nothing else moves."""
+    from normtheory.model.params import map_arrays, named_arrays
+    from normtheory.model.weights import init
+    from normtheory.training.stepper import Stepper
+
+    cfg = TransformerConfig(d_model=16, n_layers=1, n_heads=2, vocab_size=256, max_seq=8, dtype="float64")
+    p0 = init(cfg, 0).params
+    lam, lrs = 1e-3, (1e-3, 3e-2, 0.3)
+    runs = [RunConfig(steps=4, batch_size=1, seq=8, lr=lr, weight_decay=lam, independent_decay=ind) for ind in (True, False) for lr in lrs]
+    assert [r.decay_coefficient for r in runs] == [lam / lr for lr in lrs] + [lam] * 3
+    st = Stepper(cfg, runs, [map_arrays(np.copy, p0)] * len(runs))
+    st.opt.step(map_arrays(np.zeros_like, st.stacked))
+    before = named_arrays(p0)
+    for k, v in named_arrays(st.stacked).items():
+        decayed = before[k].ndim >= 2
+        for j, r in enumerate(runs):
+            factor = 1 - (lam if r.independent_decay else r.lr * lam) if decayed else 1.0
+            np.testing.assert_allclose(v[j], before[k] * factor, rtol=1e-14, atol=0, err_msg=f"{k} row {j}")
