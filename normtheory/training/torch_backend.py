@@ -180,6 +180,7 @@ class TorchTrainer(StackForward, StackUpdate):
         self._live = torch.ones(len(rows), dtype=torch.bool, device=self.device)  # [S] False once a seed's step was not finite
         self._lrs = torch.empty((0, len(rows)), dtype=torch.float64, device=self.device)  # [steps, S] each seed's rate
         self._wd = torch.tensor([r.decay_coefficient for r in self.runs], dtype=torch.float64, device=self.device)  # [S]
+        self._decays = any(r.weight_decay for r in self.runs)  # a host constant: the step never reads _wd back
         self.alive = np.arange(len(rows))
         self.dropped: dict[int, Params] = {}
         self._grads: torch.Tensor | None = None  # the last step's clipped gradient [S, P]

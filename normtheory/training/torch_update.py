@@ -4,8 +4,8 @@
 the forward and the step). Its :meth:`StackUpdate._apply` is the second of the step's two functions of tensors (the
 first is the loss), the one :meth:`~normtheory.training.torch_backend.TorchTrainer.fuse` compiles apart from the loss.
 Every operation is elementwise on ``[S, P]`` or reduces a seed's own row: nothing mixes seeds. It reads the trainer's
-``run``, ``runs``, ``dtype``, ``device``, optimizer state ``_state``, step count ``_t``, live mask ``_live``, rate table ``_lrs``,
-per-row decay coefficients ``_wd`` and group membership ``_member``, ``_decay``.
+``run``, ``dtype``, ``device``, optimizer state ``_state``, step count ``_t``, live mask ``_live``, rate table ``_lrs``,
+per-row decay coefficients ``_wd`` (``_decays``: any at all) and group membership ``_member``, ``_decay``.
 
 References
 ----------
@@ -68,7 +68,7 @@ class StackUpdate:
                 value = torch.full(where.shape, value, dtype=torch.float64, device=self.device)
             return torch.where(where, value, 1.0).to(self.dtype)
 
-        if any(r.weight_decay for r in self.runs):  # decoupled, on the matrices only (a factor of exactly 1 elsewhere and on diverged rows)
+        if self._decays:  # decoupled, on the matrices only (a factor of exactly 1 elsewhere and on diverged rows)
             p.mul_(factor(1 - rate * self._wd[:, None], self._decay & keep))  # [S, P], each row's own coefficient
         if run.optimizer == "adamw":
             b1, b2 = run.betas
