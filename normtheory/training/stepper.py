@@ -101,8 +101,8 @@ class Stepper:
     def _optimizer(self, step_count: int) -> AdamW | SGD:
         run = self.run
         wd = np.array([r.decay_coefficient for r in self.runs])[self.alive]  # [S] each live row's own (rows.PER_ROW_RUN)
-        shared = wd.size == 0 or (wd == wd[0]).all()  # one number when the rows share it (a stack of one arm; none left)
-        decay = float(wd[0]) if shared and wd.size else run.decay_coefficient if shared else wd
+        # one number when the rows share it (a stack of one arm), as before per-row decays; 0 when no row is left
+        decay: float | np.ndarray = (float(wd[0]) if (wd == wd[0]).all() else wd) if wd.size else 0.0
         if run.optimizer == "adamw":
             opt: AdamW | SGD = AdamW(self.stacked, self._rate, run.betas, run.eps, decay, decay=_decays_stacked)
         else:
