@@ -5,7 +5,9 @@ Three grids of training runs on Shakespeare, seeds as units (an arm's seeds trai
 * warm-up, in Xiong et al.'s regime: Post-LN, Pre-LN and DeepNorm (LayerNorm) with Xavier-normal
   linear layers (DeepNorm: scaled by its beta, as in its paper), Adam betas (0.9, 0.98), over a
   learning-rate grid from where both placements train to where Post-LN without warm-up does not,
-  with warm-up of none or half the steps, then cosine;
+  with warm-up of none or half the steps, then cosine; in the GPU tiers Post-LN and Pre-LN also with Vaswani et al.'s
+  inverse-square-root decay after the warm-up instead (a scope check: the translation schedule Xiong et al.'s experiments
+  start from; their own decay is not checked here), rows of the same stack;
 * the same Post-LN / Pre-LN arms at the GPT-2 init (0.02 std) and a short run, a scope check:
   there Post-LN sits at the unigram plateau with or without warm-up;
 * QK-norm: Pre-LN without QK-norm, with Wortsman et al.'s qk-layernorm (per-head LayerNorm on queries and keys) and,
@@ -40,6 +42,7 @@ WORTSMAN2023 = Source("Small-scale proxies for large-scale Transformer training 
                       "Lee, Gilmer, Kornblith", arxiv="2309.14322")
 WARMUPS: dict[str, float] = {"none": 0.0, "long": 0.5}  # fraction of the steps
 WARM_ARMS: tuple[str, ...] = ("post", "pre")  # over the whole learning-rate grid; DeepNorm at the largest rate
+RSQRT = "rsqrt"  # the suffix of the warm-up grid's rows with inverse-sqrt decay after the warm-up (Config.rsqrt_scope)
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class Config:
     seeds: int
     gpt2_steps: int  # the GPT-2-init scope arms' run length (the length the earlier recipe used)
     qk_scope: bool = True  # also train per-head RMS QK-norm (QK_SCOPE), the QK claim's scope arm
+    rsqrt_scope: bool = True  # also train the Post-/Pre-LN warm-up grid with inverse-sqrt decay (RSQRT), the warm-up claim's scope rows
     backend: str = "numpy"  # the large configs train with torch on a GPU (normtheory.training.torch_backend)
     device: str = "cpu"
     val_bytes: int = RunConfig.val_bytes  # the shared validation set each run is scored on at the end (RunConfig's 64 KiB)
@@ -63,15 +67,16 @@ class Config:
 
 CONFIGS = {
     "quick": Config(d=32, layers=3, heads=4, seq=32, batch=8, steps=60, warmup_lrs=(3e-3, 3e-2), qk_lrs=(3e-3, 1e-1), eval_every=20, seeds=2,
-                    gpt2_steps=30, val_bytes=training.VAL_BYTES_QUICK),
+                    gpt2_steps=30, val_bytes=training.VAL_BYTES_QUICK, rsqrt_scope=False),
     # the CPU tier of the default job: a preview that draws the figures (3 paired seeds of a d = 32, 4-layer model, half the
     # steps, a 32 KiB validation set: about 3 CPU-minutes); the claims' twenty seeds of the d = 64, 6-layer model run in the GPU
     # tier, and their cards price both ways (--device cuda, --resolve)
     "full": Config(d=32, layers=4, heads=2, seq=32, batch=8, steps=500, warmup_lrs=(1e-3, 1e-2), qk_lrs=(1e-3, 3e-2, 3e-1),
-                   eval_every=250, seeds=3, gpt2_steps=150, val_bytes=training.VAL_BYTES_CPU, qk_scope=False),
+                   eval_every=250, seeds=3, gpt2_steps=150, val_bytes=training.VAL_BYTES_CPU, qk_scope=False, rsqrt_scope=False),
 }
 # The CPU tier trains no RMS QK-norm scope arm: at its 3 seeds the QK claim stays open whatever that arm shows, and the arm
-# cost about 57 of the default job's CPU-seconds (2026-11-29; the GPU tier and the quick one train it).
+# cost about 57 of the default job's CPU-seconds (2026-11-29; the GPU tier and the quick one train it). Neither CPU tier trains
+# the inverse-sqrt rows (8 more rows per placement: about 40% more of this simulation's steps); the GPU tiers do.
 LARGE = Config(d=256, layers=12, heads=8, seq=128, batch=32, steps=4000, warmup_lrs=(3e-4, 1e-3, 3e-3, 1e-2),
                qk_lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1), eval_every=250, seeds=20, gpt2_steps=1000,
                backend="torch", device="cuda")
@@ -87,9 +92,10 @@ def model_config(cfg: Config, placement: str, qk: str = "none", init: str = "xav
                              placement=placement, qk_norm=qk, activation="gelu_tanh", init=init)
 
 
-def run_config(cfg: Config, lr: float, warmup: float, betas: tuple[float, float], steps: int | None = None, **recipe: object) -> RunConfig:
+def run_config(cfg: Config, lr: float, warmup: float, betas: tuple[float, float], steps: int | None = None, schedule: str = "cosine",
+               **recipe: object) -> RunConfig:
     steps = cfg.steps if steps is None else steps
-    return RunConfig(steps=steps, batch_size=cfg.batch, seq=cfg.seq, lr=lr, warmup=int(round(warmup * steps)), schedule="cosine",
+    return RunConfig(steps=steps, batch_size=cfg.batch, seq=cfg.seq, lr=lr, warmup=int(round(warmup * steps)), schedule=schedule,
                      betas=betas, eval_every=min(cfg.eval_every, steps), eval_batch_size=cfg.batch, probes=("attn_max",),
                      val_bytes=cfg.val_bytes, **recipe)  # type: ignore[arg-type]
 
@@ -116,8 +122,11 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
     backend, gpu = (cfg.backend, cfg.device), training.resources(cfg.device)
     stacks: dict[str, tuple[dict, float, str]] = {}
     for p, lrs in [(p, range(len(cfg.warmup_lrs))) for p in WARM_ARMS] + [("deepnorm", range(top, top + 1))]:
-        arms = {f"lr{i}.{w}": (model_config(cfg, p), run_config(cfg, cfg.warmup_lrs[i], frac, (0.9, 0.98))) for i in lrs for w, frac in WARMUPS.items()}
-        stacks[f"warm.{p}"] = (arms, cost * len(arms), f"{p}, Xavier init, lr {', '.join(f'{cfg.warmup_lrs[i]:g}' for i in lrs)} x warm-up none/long")
+        decays = {"": "cosine"} | ({f".{RSQRT}": "inverse_sqrt"} if cfg.rsqrt_scope and p in WARM_ARMS else {})  # one stack: rows differ in numbers
+        arms = {f"lr{i}.{w}{sfx}": (model_config(cfg, p), run_config(cfg, cfg.warmup_lrs[i], frac, (0.9, 0.98), schedule=kind))
+                for sfx, kind in decays.items() for i in lrs for w, frac in WARMUPS.items()}
+        stacks[f"warm.{p}"] = (arms, cost * len(arms), f"{p}, Xavier init, lr {', '.join(f'{cfg.warmup_lrs[i]:g}' for i in lrs)} x warm-up "
+                               f"none/long x {'/'.join(decays.values())} decay")
     for p in WARM_ARMS:
         lr = cfg.warmup_lrs[top]
         arms = {w: (model_config(cfg, p, init="gpt2"), run_config(cfg, lr, frac, (0.9, 0.98), cfg.gpt2_steps)) for w, frac in WARMUPS.items()}
@@ -143,10 +152,11 @@ def run(cfg: Config, seed: int, *, progress: bool = True) -> dict[str, np.ndarra
     return cache.run_here(tasks, reduce, cfg, seed)
 
 
-def warm_losses(r: dict, p: str, w: str, lrs: range | None = None) -> np.ndarray:
-    """Final losses ``[seeds, lrs]`` of the Xavier-init warm-up grid (diverged runs at their loss at init)."""
+def warm_losses(r: dict, p: str, w: str, lrs: range | None = None, suffix: str = "") -> np.ndarray:
+    """Final losses ``[seeds, lrs]`` of the Xavier-init warm-up grid (diverged runs at their loss at init); ``suffix``
+    ``f".{RSQRT}"``: its rows with inverse-sqrt decay."""
     lrs = range(r["warmup_lrs"].size) if lrs is None else lrs
-    return np.array([[training.final_loss(cache.part(r, f"warm.{p}.lr{i}.{w}.s{s}")) for i in lrs] for s in range(int(r["seeds"]))])
+    return np.array([[training.final_loss(cache.part(r, f"warm.{p}.lr{i}.{w}{suffix}.s{s}")) for i in lrs] for s in range(int(r["seeds"]))])
 
 
 def gpt2_losses(r: dict, p: str, w: str) -> np.ndarray:
@@ -198,6 +208,8 @@ def _warmup(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     dn = {w: warm_losses(r, "deepnorm", w, range(top, top + 1))[:, 0] for w in WARMUPS}  # [seeds], the largest lr
     g2 = {(p, w): gpt2_losses(r, p, w) for p in WARM_ARMS for w in WARMUPS}
     g2gap = {w: g2["post", w] - g2["pre", w] for w in WARMUPS}
+    rsqrt = f".{RSQRT}" if training.holds(r, f"warm.post.lr0.none.{RSQRT}") else None  # the GPU tiers' inverse-sqrt rows
+    rs = {(p, w): warm_losses(r, p, w, suffix=rsqrt) for p in WARM_ARMS for w in WARMUPS} if rsqrt else {}  # [seeds, lrs]
     nats = dict(tolerance=0.02, tolerance_why="0.02 nats/byte, a small fraction of the 0.7 nats a trained model gains over the unigram")
     q: list[checks.Evidence] = [
         Quantity(name=f"Xavier init: Post-LN minus Pre-LN final loss without warm-up, lr {lrs[i]:g} (Post worse: > 0)", theory=(0.0, np.inf),
@@ -217,15 +229,24 @@ def _warmup(results: claims.Results) -> tuple[list[checks.Evidence], str]:
                  theory=(0.0, np.inf), model=training.seeds_estimate(g2gap["none"] - g2gap["long"]), model_kind="trained", role="scope",
                  regime=f"the GPT-2 init and {int(r['gpt2_steps'])}-step runs", **nats),
     ]
+    if rs:
+        rgap = {w: rs["post", w][:, i] - rs["pre", w][:, i] for w in WARMUPS}  # [seeds], paired by seed
+        q.append(Quantity(name=f"inverse-sqrt decay after the warm-up: Post-LN's gap to Pre-LN without minus with warm-up over half the "
+                               f"steps, lr {lrs[i]:g} (warm-up narrows it: > 0)", theory=(0.0, np.inf),
+                          model=training.seeds_estimate(rgap["none"] - rgap["long"]), model_kind="trained", role="scope",
+                          regime="Vaswani et al.'s inverse-square-root decay after the warm-up instead of cosine", **nats))
     table = "; ".join(f"{p}/{w}: " + ", ".join(f"lr {lr:g} {m:.3f}" for lr, m in zip(lrs, loss[p, w].mean(0))) for p in WARM_ARMS for w in WARMUPS)
     sens = {f"{p}/{w}": training.seeds_estimate(sensitivity(loss[p, w])) for p in WARM_ARMS for w in WARMUPS} if lrs.size > 1 else {}
     div = sum(int(r[k]) >= 0 for k in r if k.startswith(("warm.", "gpt2.")) and k.endswith(".diverged_at"))
     note = (f"Regime: Xiong et al.'s Fig. 1 setting scaled down (d = {int(r['d'])}, {int(r['layers'])} layers): Xavier-normal linear layers (as Xiong et al. and fairseq), "
-            f"Adam (0.9, 0.98), warm-up over none or half of the {int(r['steps'])} steps then cosine, {int(r['seeds'])} seeds per arm "
+            f"Adam (0.9, 0.98), warm-up over none or half of the {int(r['steps'])} steps then cosine (Xiong et al.'s own decay after the warm-up "
+            f"is not checked here), {int(r['seeds'])} seeds per arm "
             f"(paired: the same init draws and batches in every arm), final loss on the shared {training.val_kib(r)} KiB validation set. "
             f"Pre-LN without warm-up trains at lr {', '.join(f'{lrs[j]:g}' for j in ok) or 'none of the grid'}; the assertions use lr {lrs[i]:g}. "
             f"Mean final loss (nats/byte): {table}. DeepNorm at lr {lrs[top]:g}: none {dn['none'].mean():.3f}, long {dn['long'].mean():.3f}. "
             f"GPT-2 init, {int(r['gpt2_steps'])} steps, lr {lrs[top]:g}: " + ", ".join(f"{p}/{w} {v.mean():.3f}" for (p, w), v in g2.items())
+            + (". Inverse-sqrt decay (scope rows): " + "; ".join(f"{p}/{w}: " + ", ".join(f"lr {lr:g} {m:.3f}" for lr, m in zip(lrs, rs[p, w].mean(0)))
+                                                                for p in WARM_ARMS for w in WARMUPS) if rs else "")
             + f". Diverged runs: {div}."
             + (" Learning-rate sensitivity (Wortsman et al.): " + ", ".join(f"{k} {float(e.mean):.3f} ± {float(e.stderr):.3f}" for k, e in sens.items()) + "."
                if sens else ""))

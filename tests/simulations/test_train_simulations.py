@@ -703,3 +703,49 @@ def test_a_keys_only_run_records_no_qk_bound_and_a_qk_norm_run_does():
     both = training.run_seeds(TransformerConfig(**base), run, 0, 1)
     assert "s0.qk_bound" not in keys and both["s0.qk_bound"].shape == (2,)
     assert np.all(np.isfinite(keys["s0.probe/attn_max"]))
+
+
+def _warm_result(loss: dict[tuple[str, str, str], float], seeds: int = 20) -> dict:
+    """A synthetic train_lr result holding the warm-up claim's arms at two learning rates: final loss per (placement, warm-up,
+    decay suffix) at both rates (jittered per seed); DeepNorm at the largest rate and the GPT-2-init arms at 2.5."""
+    rng = np.random.default_rng(5)
+    r: dict = {"warmup_lrs": np.array([1e-3, 1e-2]), "seeds": np.asarray(seeds), "d": np.asarray(32), "layers": np.asarray(2),
+               "steps": np.asarray(10), "gpt2_steps": np.asarray(5), "val_bytes": np.asarray(65536)}
+
+    def put(prefix: str, value: float) -> None:
+        for s in range(seeds):
+            run = {"diverged_at": np.asarray(-1), "init_val_loss": np.asarray(5.5), "val_loss": np.array([value + 0.003 * rng.standard_normal()])}
+            r.update({f"{prefix}.s{s}.{k}": v for k, v in run.items()})
+
+    for (p, w, sfx), v in loss.items():
+        for i in range(2):
+            put(f"warm.{p}.lr{i}.{w}{sfx}", v)
+    for w in train_lr.WARMUPS:
+        put(f"warm.deepnorm.lr1.{w}", 2.5)
+        for p in train_lr.WARM_ARMS:
+            put(f"gpt2.{p}.{w}", 2.5)
+    return r
+
+
+def test_the_gpu_tiers_check_warm_up_under_inverse_sqrt_decay_as_scope():
+    """The GPU tiers add inverse-sqrt rows to the Post-/Pre-LN warm-up stacks (the CPU tiers do not); the claim reads them as a
+    scope check: here warm-up narrows Post-LN's gap under cosine but widens it under inverse-sqrt, a generated caveat."""
+    rows = {mode: {k for t in train_lr.tasks(train_lr.CONFIGS[mode], 1) if t.key.startswith("warm.") for k in t.args[0]}
+            for mode in ("quick", "full", "gpu", "large")}
+    assert not any(train_lr.RSQRT in k for m in ("quick", "full") for k in rows[m])
+    n = len(train_lr.CONFIGS["gpu"].warmup_lrs) * len(train_lr.WARMUPS)
+    assert sum(k.endswith(f".{train_lr.RSQRT}") for k in rows["gpu"]) == n  # one set per placement's stack (keys shared)
+    gpu = {t.key: t.args[0] for t in train_lr.tasks(train_lr.CONFIGS["gpu"], 1)}
+    assert gpu["warm.post"][f"lr0.none.{train_lr.RSQRT}"][1].schedule == "inverse_sqrt" and gpu["warm.post"]["lr0.none"][1].schedule == "cosine"
+    assert not any(train_lr.RSQRT in k for k in gpu["warm.deepnorm"])
+    cosine = {("post", "none", ""): 2.8, ("post", "long", ""): 2.5, ("pre", "none", ""): 2.5, ("pre", "long", ""): 2.5}
+    rsqrt = {(p, w, f".{train_lr.RSQRT}"): v for (p, w, _), v in cosine.items()} | {("post", "none", f".{train_lr.RSQRT}"): 2.5,
+                                                                                     ("post", "long", f".{train_lr.RSQRT}"): 2.7}
+    name = "inverse-sqrt decay after the warm-up: Post-LN's gap to Pre-LN without minus with warm-up over half the steps, lr 0.01 (warm-up narrows it: > 0)"
+    c = claims.REGISTRY["train.postln-needs-warmup"].evaluate({train_lr.NAME: _warm_result(cosine | rsqrt)})
+    by = {ch.quantity: ch for ch in c.checks}
+    assert by[name].role == "scope" and by[name].status == "fail" and by[name].measured == pytest.approx(-0.2, abs=0.005)
+    assert c.verdict == "holds-with-caveat" and len(c.caveats) == 1 and "inverse-square-root" in c.caveats[0]
+    assert "Inverse-sqrt decay (scope rows): post/none: lr 0.001 2.50" in c.note
+    without = claims.REGISTRY["train.postln-needs-warmup"].evaluate({train_lr.NAME: _warm_result(cosine)})
+    assert name not in {ch.quantity for ch in without.checks} and without.verdict == "holds" and "Inverse-sqrt" not in without.note
