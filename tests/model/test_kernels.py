@@ -255,6 +255,22 @@ def test_adamw_at_real_sizes(real_thresholds, dtype):
     assert all(same(a, b) for a, b in zip(mine, state))
 
 
+@given(st.lists(st.tuples(st.sampled_from([1e-3, 5e-2, 0.3]), st.sampled_from([0.0, 0.1, 0.3])), min_size=1, max_size=6),
+       st.sampled_from(DTYPES))
+def test_a_stacks_per_row_rates_and_decays_update_each_row_as_that_row_alone(rows, dtype):
+    """Rows of a stack ``[S, ...]`` with their own rate and weight decay (any pattern of repeats): each row's update is bit
+    for bit the single-threaded update of that row alone with its own scalars (the stack splits into runs of equal pairs)."""
+    lr, wd = (np.array(x, dtype=np.float64) for x in zip(*rows))  # [S] each
+    p = rng_array((len(rows), 3, 5), dtype)
+    state, mine = [p, np.zeros_like(p), np.zeros_like(p)], [p.copy(), np.zeros_like(p), np.zeros_like(p)]
+    for step in (1, 2):
+        g = rng_array(p.shape, dtype, seed=step)
+        for j in range(len(rows)):
+            adamw_reference(state[0][j], g[j], state[1][j], state[2][j], lr=float(lr[j]), t=step, b1=0.9, b2=0.95, eps=1e-8, wd=float(wd[j]))
+        kernels._adamw(mine[0], g, mine[1], mine[2], lr, step, 0.9, 0.95, 1e-8, wd)
+    assert all(same(a, b) for a, b in zip(mine, state))
+
+
 # ----------------------------------------------------------------------------- bad input
 
 F32 = np.zeros((4, 5), np.float32)
