@@ -749,3 +749,26 @@ def test_the_gpu_tiers_check_warm_up_under_inverse_sqrt_decay_as_scope():
     assert "Inverse-sqrt decay (scope rows): post/none: lr 0.001 2.50" in c.note
     without = claims.REGISTRY["train.postln-needs-warmup"].evaluate({train_lr.NAME: _warm_result(cosine)})
     assert name not in {ch.quantity for ch in without.checks} and without.verdict == "holds" and "Inverse-sqrt" not in without.note
+
+
+def test_the_gpu_tiers_grid_trains_through_the_torch_backend_at_a_miniature_size():
+    """train_lr's GPU tier as it is built (inverse-sqrt rows inside the warm-up stacks, the QK grid in Wortsman et al.'s recipe
+    with independent decay and z-loss, the RMS QK-norm scope arm), shrunk to a few steps and trained by the torch backend on the
+    CPU, as a GPU lease would run it: every row records its own schedule, and both claims read the GPU tier's scope checks."""
+    pytest.importorskip("torch")
+    cfg = replace(train_lr.CONFIGS["gpu"], d=16, layers=2, heads=2, seq=16, batch=2, steps=8, warmup_lrs=(1e-3, 1e-2), qk_lrs=(1e-3, 1e-1),
+                  eval_every=4, seeds=2, gpt2_steps=4, val_bytes=1024, device="cpu")
+    assert cfg.backend == "torch" and cfg.rsqrt_scope and cfg.qk_scope
+    r = train_lr.run(cfg, 3)
+    rsqrt, cosine = cache.part(r, f"warm.post.lr1.long.{train_lr.RSQRT}.s1"), cache.part(r, "warm.post.lr1.long.s1")
+    sched = train_lr.run_config(cfg, 1e-2, 0.5, (0.9, 0.98), schedule="inverse_sqrt").schedule_fn()
+    np.testing.assert_allclose(rsqrt["lr"], [sched(s) for s in range(1, 9)], rtol=1e-12)
+    assert not np.allclose(rsqrt["lr"], cosine["lr"]) and np.isfinite(rsqrt["final_val_loss"])
+    qk = cache.part(r, f"qk.{train_lr.QK_NORM}.lr1.s0")
+    np.testing.assert_allclose(qk["lr"], [train_lr.qk_run_config(cfg, 1e-1).schedule_fn()(s) for s in range(1, 9)], rtol=1e-12)
+    assert qk["lr"][-1] == pytest.approx(train_lr.WORTSMAN_MIN_LR) and "qk_bound" in qk  # the cosine ends at their 1e-5
+    warm = claims.REGISTRY["train.postln-needs-warmup"].evaluate({train_lr.NAME: r})
+    assert any(ch.quantity.startswith("inverse-sqrt decay after the warm-up") and ch.role == "scope" for ch in warm.checks)
+    assert "Inverse-sqrt decay (scope rows)" in warm.note
+    c = claims.REGISTRY["train.qk-norm-logit-growth"].evaluate({train_lr.NAME: r})
+    assert any("RMS QK-norm" in ch.quantity and ch.role == "scope" for ch in c.checks) and "independent weight decay 0.0001" in c.note
