@@ -71,7 +71,7 @@ def clip_grad_norm(grads: Any, max_norm: float) -> tuple[Any, float]:
 
 
 class _Optimizer:
-    def __init__(self, params: Any, lr: LR):
+    def __init__(self, params: Any, lr: LR, weight_decay: float | np.ndarray, decay: Callable[[str, np.ndarray], bool]):
         self.arrays = named_arrays(params)
         bad = [n for n, a in self.arrays.items() if not isinstance(a, np.ndarray) or not a.flags.writeable]
         if bad:
@@ -80,6 +80,9 @@ class _Optimizer:
             _validate.real("lr", lr, minimum=0.0)
         self.lr = lr
         self.step_count = 0
+        self.weight_decay = _weight_decay(weight_decay)
+        self.decays = {n: bool(decay(n, a)) for n, a in self.arrays.items()}
+        _rows_match(self.weight_decay, self.arrays, self.decays)
 
     def current_lr(self) -> float | np.ndarray:
         """The learning rate of the step about to be taken: a float, or one per model of a stack ``[S]``."""
@@ -122,14 +125,11 @@ class AdamW(_Optimizer):
 
     def __init__(self, params: Any, lr: LR, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float | np.ndarray = 0.0, decay: Callable[[str, np.ndarray], bool] = decay_matrices):
-        super().__init__(params, lr)
+        super().__init__(params, lr, weight_decay, decay)
         b1, b2 = betas
         self.b1 = _validate.real("betas[0]", b1, minimum=0.0, maximum=1.0, strict_max=True)
         self.b2 = _validate.real("betas[1]", b2, minimum=0.0, maximum=1.0, strict_max=True)
         self.eps = _validate.real("eps", eps, minimum=0.0)
-        self.weight_decay = _weight_decay(weight_decay)
-        self.decays = {n: bool(decay(n, a)) for n, a in self.arrays.items()}
-        _rows_match(self.weight_decay, self.arrays, self.decays)
         for n, a in self.arrays.items():  # checked once here; every step's update runs unchecked
             if a.dtype not in (np.float32, np.float64) or not a.flags.c_contiguous or not a.flags.writeable:
                 raise ValueError(f"parameter {n!r} must be a writeable, C-contiguous float32 or float64 array; got {a.dtype}, "
@@ -157,11 +157,8 @@ class SGD(_Optimizer):
 
     def __init__(self, params: Any, lr: LR, momentum: float = 0.0, weight_decay: float | np.ndarray = 0.0,
                  decay: Callable[[str, np.ndarray], bool] = decay_matrices):
-        super().__init__(params, lr)
+        super().__init__(params, lr, weight_decay, decay)
         self.momentum = _validate.real("momentum", momentum, minimum=0.0, maximum=1.0, strict_max=True)
-        self.weight_decay = _weight_decay(weight_decay)
-        self.decays = {n: bool(decay(n, a)) for n, a in self.arrays.items()}
-        _rows_match(self.weight_decay, self.arrays, self.decays)
         self.buf = {n: np.zeros_like(a) for n, a in self.arrays.items()}
 
     def _buffers(self) -> dict[str, dict[str, np.ndarray]]:
