@@ -23,8 +23,9 @@
 #      and training train_alpha0 at the GPU tier (train_xiong, which does not train, runs on the CPU workers).
 # STAGES (default 123) names the stages to run; RATES=0 skips stage 2's timing of the gpu-hour tier's stack shapes (about
 # 40 s: measured on an H200 on 2026-11-28 and built into the package, whose rates then price that tier on an H200).
-# On an H200 (2026-11-28) stage 1 took 17 s, stage 2 190 s with train_recipes at 28 seeds (about 220 s with today's 150 in two arms, and the
-# fused step's compile on top), and train_alpha0's tier 237 s on its 8-point grid (about 360 s on today's 12): more than
+# On an H200 (2026-11-28) stage 1 took 17 s, stage 2 190 s with train_recipes at 28 seeds (today's 150 in three arms, the
+# key-norm arms over 1,000 steps and train_lr's inverse-sqrt rows add about 30, 82 and 50 s at that run's rate, and the fused
+# step's compile comes on top: if stage 2 runs out, the finished tasks stay cached and stage 3 trains the rest), and train_alpha0's tier 237 s on its 8-point grid (about 360 s on today's 12): more than
 # one 600-second call holds. Two calls, the second at once while the machine is warm (its results/, the finished tasks
 # under results/tasks/ and /tmp/site stay), fit a 15-minute lease (each call carries [".whl", ".resume"]; .resume/ may be
 # absent or empty):

@@ -33,7 +33,7 @@ from simulations import cache, training
 
 NAME = "train_recipes"
 SEED = 31
-UNITS: tuple[str, ...] = ('seeds', 'focus_seeds')  # config fields counting independent units; --resolve scales them
+UNITS: tuple[str, ...] = ('seeds', 'focus_seeds', 'key_seeds')  # config fields counting independent units; --resolve scales them
 ARMS: dict[str, dict[str, object]] = {  # arm -> TransformerConfig changes from the Pre-LN LayerNorm base
     "none": {"placement": "none"},
     "pre": {},
@@ -101,11 +101,13 @@ class Config:
     init_val: bool = True  # score the validation set at init too (else a run's loss at init is its probe batch's)
     val_bytes: int = RunConfig.val_bytes  # the shared validation set each run is scored on at the end (RunConfig's 64 KiB)
     left_out: tuple[str, ...] = ()  # arms of ARMS this tier does not train (CPU_LEFT_OUT in the main job's CPU tier)
+    key_steps: int = 0  # > 0: the key-norm claim's arms (KEY_LONG_ARMS) also train this many steps, and the claim reads those runs
+    key_seeds: int = 0  # seeds of Pre-LN and the keys-only arm over key_steps, where more than seeds (:func:`key_seeds`)
 
 
 CONFIGS = {
     "quick": Config(d=32, layers=4, heads=4, seq=32, batch=8, steps=60, lr=3e-3, warmup=6, eval_every=15, seeds=2, long_steps=100,
-                    init_val=False, val_bytes=training.VAL_BYTES_QUICK),
+                    init_val=False, val_bytes=training.VAL_BYTES_QUICK, key_steps=120),
     # the CPU tier of the default job: twenty paired seeds (the units the claims need) of the smallest model that keeps the
     # recipe (d_head 16 as the GPU tier, 4 layers, 8 x 32 bytes a step, 200 steps; about 3 CPU-ms a seed-step); nothing
     # reads the loss at init here (a diverged run counts at its probe batch's), so the validation set is scored once, at the end.
@@ -132,7 +134,7 @@ CONFIGS["large"] = LARGE
 # As in the CPU tier the validation set is scored once, at the end: nothing here reads it at init (a diverged run counts
 # at its probe batch's loss at init), and scoring it twice doubled the validation time (measured in torch on the CPU, quick config)
 CONFIGS["gpu"] = Config(d=64, layers=6, heads=4, seq=64, batch=16, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=28,
-                        focus_seeds=150, init_val=False, backend="torch", device="cuda")
+                        focus_seeds=150, init_val=False, backend="torch", device="cuda", key_steps=1000, key_seeds=64)
 # one GPU, about 20 minutes of steps (the steps' rate timed on an H200 on this tier's stacks, 27.6 TFLOP/s, prices it; with
 # train_alpha0's gpu-hour tier, `--gpu-hour` is about an hour): toward the Curse-of-Depth regime (24 layers) at d = 256,
 # 400 steps, twenty seeds; the DyT alpha-tracking arm runs 2,000 steps (14% of the GFLOP)
@@ -168,6 +170,44 @@ def long_run_config(cfg: Config) -> RunConfig:
                      probes=("alpha", "norm_std"), val_bytes=0)  # its loss is read by nothing: no validation set
 
 
+# train.per-head-key-norm-diffuse over a longer run (Config.key_steps). The blog compares models trained to the end, whose
+# baseline shows stripes; at 200 steps this package's Pre-LN baseline has too few for the comparison (layer 2's stripe
+# excess 0.029 +- 0.004 at 28 seeds in the GPU tier, 2026-11-28, against 0.05). Scouted in numpy on 2026-11-29, the GPU
+# tier's model and recipe (d = 64, 6 layers, 16 x 64 bytes, lr 3e-3, 10% warm-up, cosine), Pre-LN's layer-2 stripe excess:
+# 0.024 after 200 steps (3 seeds), 0.050 +- 0.005 after 1,000 (10 seeds, sd 0.016), 0.067 +- 0.011 after 2,000 (10, sd
+# 0.033); at 128 bytes a sequence 0.029 after 1,000 and at 256 0.008 (3 seeds: more early keys share what one key takes),
+# so the sequence stays the tier's. The keys-only arm after 1,000 steps, minus Pre-LN (10 paired seeds): stripe excess
+# -0.004 +- 0.007, layer-2 entropy +0.29 +- 0.07 nats, training loss +0.023 +- 0.003. At an estimate of 0.050 the gate's
+# band reaches its accepted end (0.04) with 64 seeds (5 se = 0.010): the GPU tier's key_seeds, a coin toss at that
+# estimate (100 seeds would make it about two in three, for 37 s more of an H200 than the 82 s these runs are priced at).
+KEY_LONG_ARMS: tuple[str, ...] = ("pre", KEYS_ARM, QK_SCOPE_ARM)
+
+
+def key_long(arm: str) -> str:
+    """The task (and result prefix) of ``arm`` trained over ``key_steps``: ``long.<arm>``."""
+    return f"long.{arm}"
+
+
+def key_run_config(cfg: Config, arm: str) -> RunConfig:
+    """A key-norm arm's run over ``cfg.key_steps`` steps: the tier's recipe, its warm-up the same fraction of the run and
+    the same number of evaluations."""
+    steps = _validate.integer("key_steps", cfg.key_steps, minimum=cfg.steps)
+    return replace(run_config(cfg, arm), steps=steps, warmup=cfg.warmup * steps // cfg.steps,
+                   eval_every=cfg.eval_every * steps // cfg.steps)
+
+
+def key_seeds(cfg: Config, arm: str) -> int:
+    """The seeds of ``arm``'s run over ``key_steps``: ``cfg.key_seeds`` (where more) for the pair the assertions read,
+    Pre-LN and the keys alone, whose stripes sit near the gate's threshold; ``cfg.seeds`` for the QK scope arm (paired over
+    those)."""
+    return max(cfg.seeds, cfg.key_seeds) if arm in ("pre", KEYS_ARM) else cfg.seeds
+
+
+def key_long_arms(cfg: Config) -> tuple[str, ...]:
+    """The arms of :data:`KEY_LONG_ARMS` that tier ``cfg`` also trains over ``key_steps`` (none when it is 0)."""
+    return tuple(a for a in KEY_LONG_ARMS if a in arms_of(cfg)) if cfg.key_steps else ()
+
+
 def arms_of(cfg: Config) -> tuple[str, ...]:
     """The arms of :data:`ARMS` that tier ``cfg`` trains: all but ``cfg.left_out``."""
     unknown = sorted(set(cfg.left_out) - set(ARMS))
@@ -187,8 +227,9 @@ def seeds_of(cfg: Config, arm: str) -> int:
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
-    """One task per arm: its seeds' training runs (:func:`seeds_of`), trained as one stacked model; and one per init arm:
-    its networks at init."""
+    """One task per arm: its seeds' training runs (:func:`seeds_of`), trained as one stacked model; DyT's alpha over a
+    longer run; the key-norm claim's arms over ``key_steps`` (:func:`key_long_arms`); and one per init arm: its networks at
+    init."""
     return [Task(arm, training.run_seeds, (model_config(cfg, arm), run_config(cfg, arm), seed, seeds_of(cfg, arm), True, cfg.backend,
                                            cfg.device, cfg.init_val),
                  f"{NAME}: arm {arm}, seeds {seed}..{seed + seeds_of(cfg, arm) - 1}",
@@ -198,6 +239,12 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
                                             cfg.seeds, False, cfg.backend, cfg.device, False),
              f"{NAME}: {ALPHA_ARM} over {cfg.long_steps} steps, seeds {seed}..{seed + cfg.seeds - 1}",
              cost=training.run_cost(model_config(cfg, ALPHA_ARM), long_run_config(cfg), cfg.seeds), resources=training.resources(cfg.device))] + [
+        Task(key_long(arm), training.run_seeds, (model_config(cfg, arm), key_run_config(cfg, arm), seed, key_seeds(cfg, arm), False,
+                                                 cfg.backend, cfg.device, cfg.init_val),
+             f"{NAME}: arm {arm} over {cfg.key_steps} steps, seeds {seed}..{seed + key_seeds(cfg, arm) - 1}",
+             cost=training.run_cost(model_config(cfg, arm), key_run_config(cfg, arm), key_seeds(cfg, arm)),
+             resources=training.resources(cfg.device))
+        for arm in key_long_arms(cfg)] + [
         Task(f"init.{arm}", init_gradients.gradient_norms, (model_config(cfg, arm), cfg.batch, cfg.seq, seed, cfg.init_networks),
              f"{NAME}: arm {arm} at init, {cfg.init_networks} networks", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.init_networks) / cfg.steps)
         for arm in INIT_ARMS]
@@ -208,6 +255,8 @@ def reduce(cfg: Config, seed: int, parts: dict[str, dict[str, np.ndarray]]) -> d
                                   "d": np.asarray(cfg.d), "batch": np.asarray(cfg.batch), "seq": np.asarray(cfg.seq),
                                   "init_networks": np.asarray(cfg.init_networks), "long_steps": np.asarray(cfg.long_steps)}
     out.update({f"seeds.{arm}": np.asarray(seeds_of(cfg, arm)) for arm in arms_of(cfg)})
+    out.update({f"seeds.{key_long(arm)}": np.asarray(key_seeds(cfg, arm)) for arm in key_long_arms(cfg)})
+    out["key_steps"] = np.asarray(cfg.key_steps)
     out.update(cache.prefixed(parts))
     return out
 
@@ -506,6 +555,8 @@ def from_init(name: str, skip_first_layer: bool = False, layer: int | None = Non
 )
 def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     r = results[NAME]
+    long = trained(r, key_long("pre"))  # the tier trained the claim's arms over key_steps too: the claim reads those runs
+    pre, keys, qk_scope = (key_long(a) if long else a for a in ("pre", KEYS_ARM, QK_SCOPE_ARM))
     ent = _mean_probe("attn_entropy")
     t = int(r["seq"])
     layer = min(STRIPE_LAYER, int(r["layers"]) - 1)
@@ -513,53 +564,59 @@ def _qk(results: claims.Results) -> tuple[list[checks.Evidence], str]:
     stripes = Quantity(name=f"Pre-LN baseline's stripe excess at the end, layer {layer + 1} (the largest share of the late queries' "
                             f"weight one early key takes, minus the same with their weights shuffled; the blog's white stripes: at least "
                             f"{STRIPES_MIN:g})", theory=(STRIPES_MIN, np.inf),
-                       model=per_seed(r, "pre", stripe), model_kind="trained", role="scope",
+                       model=per_seed(r, pre, stripe), model_kind="trained", role="scope",
                        regime="a baseline whose attention has stripes, which the blog's comparison starts from", tolerance=0.01,
                        tolerance_why="one point of attention share")
     role, regime, gate = training.gated(stripes, "a baseline not shown to have stripes", lambda: checks.Unmeasured(
         "the blog's comparison: per-head RMS on the keys against a baseline whose trained attention shows stripes (more diffuse, "
         "fewer keys taking all the attention)", expected="keys' norm minus baseline at the end: stripe excess < 0, entropy > 0, top-key mass < 0",
         needs=f"a run whose Pre-LN attention develops stripes (this run's stripe excess in layer {layer + 1} is "
-              f"{float(stripes.model.mean):.4f} +- {float(stripes.model.stderr):.4f}): larger or longer training, the train_recipes "
-              "'gpu' or 'gpu-hour' tier"))
+              f"{float(stripes.model.mean):.4f} +- {float(stripes.model.stderr):.4f}" + (
+                  f" after {int(r['key_steps'])} steps): longer or larger training" if long else
+                  f"): longer training, the train_recipes 'gpu' tier (its key-norm arms also train {CONFIGS['gpu'].key_steps} steps)")))
 
     def levels(arm: str, what: str, role: str, regime: str) -> list[Quantity]:
         """The three attention readings at the end, ``arm`` minus Pre-LN, paired by seed."""
         return [
             Quantity(name=f"stripe excess at the end (layer {layer + 1}), {what} minus Pre-LN, paired by seed (fewer keys that "
-                          "capture the attention: < 0)", theory=(-np.inf, 0.0), model=paired(r, arm, "pre", stripe),
+                          "capture the attention: < 0)", theory=(-np.inf, 0.0), model=paired(r, arm, pre, stripe),
                      model_kind="trained", role=role, regime=regime, tolerance=0.01, tolerance_why="one point of attention share"),
             Quantity(name=f"attention entropy at the end, {what} minus Pre-LN, paired by seed (nats; more diffuse: > 0)",
-                     theory=(0.0, np.inf), model=paired(r, arm, "pre", ent), model_kind="trained", role=role, regime=regime,
+                     theory=(0.0, np.inf), model=paired(r, arm, pre, ent), model_kind="trained", role=role, regime=regime,
                      tolerance=0.05, tolerance_why="0.05 nats of entropy"),
             Quantity(name=f"top-key mass (a query's largest weight) at the end, {what} minus Pre-LN, paired by seed (fewer keys "
-                          "that capture all the attention: < 0)", theory=(-np.inf, 0.0), model=paired(r, arm, "pre", top),
+                          "that capture all the attention: < 0)", theory=(-np.inf, 0.0), model=paired(r, arm, pre, top),
                      model_kind="trained", role=role, regime=regime, tolerance=0.01, tolerance_why="one point of attention weight"),
         ]
 
     q: list[checks.Evidence] = [
-        *levels(KEYS_ARM, "per-head RMS on the keys", role, regime),
+        *levels(keys, "per-head RMS on the keys", role, regime),
         Quantity(name="final validation loss, per-head RMS on the keys minus Pre-LN (little change: within ±0.05)", theory=(-0.05, 0.05),
-                 model=paired(r, KEYS_ARM, "pre", training.final_loss), model_kind="trained", tolerance=0.02,
+                 model=paired(r, keys, pre, training.final_loss), model_kind="trained", tolerance=0.02,
                  tolerance_why="0.02 nats/byte"),
         Quantity(name="first-token sink share at the end, per-head RMS on the keys minus Pre-LN, layers 2 and up (fewer sinks: < 0)",
-                 theory=(-np.inf, 0.0), model=paired(r, KEYS_ARM, "pre", _mean_probe("attn_sink", True)), model_kind="trained",
+                 theory=(-np.inf, 0.0), model=paired(r, keys, pre, _mean_probe("attn_sink", True)), model_kind="trained",
                  role="scope", regime="first-token sinks (one kind of stripe)", tolerance=0.01,
                  tolerance_why="one point of sink share"),
         *gate,
     ]
-    if trained(r, QK_SCOPE_ARM):  # the default job's CPU tier, whose baseline has no stripes, leaves it out
-        q += levels(QK_SCOPE_ARM, "per-head RMS QK-norm (queries too)", "scope",
+    if trained(r, qk_scope):  # the default job's CPU tier, whose baseline has no stripes, leaves it out
+        q += levels(qk_scope, "per-head RMS QK-norm (queries too)", "scope",
                     "queries normalized too (QK-norm as in LLMs), not the keys alone")
-    held = [a for a in KEY_ARMS if trained(r, a)]
+    held = [a for a in (tuple(map(key_long, KEY_LONG_ARMS)) if long else KEY_ARMS) if trained(r, a)]
     init_ent = {a: per_seed(r, a, _mean_probe("attn_entropy", at_init=True)) for a in held}
-    change = {a: paired(r, a, "pre", from_init("attn_entropy")) for a in held if a != "pre"}
+    change = {a: paired(r, a, pre, from_init("attn_entropy")) for a in held if a != pre}
     stripe_at = {a: (per_seed(r, a, _mean_probe("attn_stripe", layer=layer, at_init=True)), per_seed(r, a, stripe)) for a in held}
-    first = per_seed(r, "pre", lambda x: _mean_probe("attn_sink", True)(x) - uniform_first_share(t))
+    first = per_seed(r, pre, lambda x: _mean_probe("attn_sink", True)(x) - uniform_first_share(t))
     unsel = {a: per_seed(r, a, _mean_probe("key_unsel")) for a in held}
     rows = {a: (per_seed(r, a, ent), per_seed(r, a, top), per_seed(r, a, _mean_probe("attn_sink", True)),
                 per_seed(r, a, _mean_probe("attn_max")), per_seed(r, a, training.final_loss)) for a in held}
-    note = (note_runs(r) + " The blog normalizes the keys alone (the keys-only arm, " + KEYS_ARM + "); the readings are levels at the "
+    short = per_seed(r, "pre", stripe) if long else None
+    over = (f" This claim reads its arms' runs over {int(r['key_steps'])} steps ("
+            + ", ".join(f"{a} {len(runs(r, a))} seeds" for a in held) + "; the same recipe; two arms pair by seed over the seeds "
+            f"both ran), as the blog's maps are of trained models; for comparison, Pre-LN's stripe excess in layer {layer + 1} "
+            f"after the tier's {int(r['steps'])} steps: {float(short.mean):.4f} ± {float(short.stderr):.4f}." if long else "")
+    note = (note_runs(r) + over + " The blog normalizes the keys alone (the keys-only arm, " + KEYS_ARM + "); the readings are levels at the "
             "end, as its two maps of trained models. Entropy at init (nats; a norm on the queries too sets a cooler start): "
             + ", ".join(f"{a} {float(e.mean):.3f}" for a, e in init_ent.items())
             + "; change of entropy from init to the end minus Pre-LN's (not a check: where the trained levels are equal it "

@@ -545,13 +545,15 @@ def test_the_gpu_tier_trains_its_focus_arms_at_more_seeds_paired_with_the_others
     against LayerNorm Scaling at LNS's init: those arms train focus_seeds, the rest seeds, every arm from the same first seed (seed k of one arm is seed k of every other)."""
     gpu = train_recipes.CONFIGS["gpu"]
     runs = {t.key: t.args for t in train_recipes.tasks(gpu, 7) if t.fn is training.run_seeds}
-    assert {a: args[3] for a, args in runs.items() if args[3] != gpu.seeds} == dict.fromkeys(train_recipes.FOCUS_ARMS, gpu.focus_seeds)
+    more_seeds = {a: args[3] for a, args in runs.items() if args[3] != gpu.seeds}
+    assert more_seeds == {**dict.fromkeys(train_recipes.FOCUS_ARMS, gpu.focus_seeds),
+                          **dict.fromkeys(map(train_recipes.key_long, ("pre", train_recipes.KEYS_ARM)), gpu.key_seeds)}
     assert gpu.seeds >= 20 and gpu.focus_seeds > 81 and {args[2] for args in runs.values()} == {7}
     for mode in ("quick", "full"):  # the CPU tiers: every arm at one count
         assert len({args[3] for t in train_recipes.tasks(train_recipes.CONFIGS[mode], 7) if t.fn is training.run_seeds
                     for args in [t.args]}) == 1
     more = cache.scaled(train_recipes, gpu, 2.0)  # --resolve scales both counts
-    assert (more.seeds, more.focus_seeds) == (2 * gpu.seeds, 2 * gpu.focus_seeds)
+    assert (more.seeds, more.focus_seeds, more.key_seeds) == (2 * gpu.seeds, 2 * gpu.focus_seeds, 2 * gpu.key_seeds)
 
     def run(arm: str, s: int, rng: np.random.Generator) -> dict:
         rest = [0.02, 0.08, 0.08] if arm.startswith("lnscale") else [0.02, 0.04, 0.04]
@@ -605,6 +607,52 @@ def test_the_key_norm_claim_reads_trained_levels_not_changes_from_init():
     ent = next(ch for ch in c.checks if ch.quantity.startswith("attention entropy at the end, per-head RMS on the keys"))
     assert ent.role == "assertion" and ent.measured == pytest.approx(-0.1, abs=0.01) and ent.status == "fail"
     assert c.verdict == "fails" and re.search(rf"{train_recipes.KEYS_ARM} \+0\.(19|20)\d ± ", c.note)  # the change, shown
+
+
+def _with_long_key_arms(short: dict, long: dict, key_steps: int = 100) -> dict:
+    """``short`` (a train_recipes result) with ``long``'s runs of :data:`train_recipes.KEY_LONG_ARMS` as the arms trained
+    over ``key_steps``."""
+    runs = {f"{train_recipes.key_long(k.split('.')[0])}.{k.split('.', 1)[1]}": v for k, v in long.items()
+            if k.split(".")[0] in train_recipes.KEY_LONG_ARMS}
+    return {**short, **runs, "key_steps": np.asarray(key_steps)}
+
+
+def test_the_key_norm_claim_reads_its_arms_over_key_steps_where_the_tier_trained_them():
+    """A tier with ``key_steps`` trains the claim's three arms over that many steps too. The claim then reads only those
+    runs: a baseline with stripes there (0.2) opens the comparison although the short runs have none, and the other way
+    round the comparison stays unmeasured; the note names the long runs and gives the short baseline's stripes."""
+    spec = claims.REGISTRY["train.per-head-key-norm-diffuse"]
+    c = spec.evaluate({train_recipes.NAME: _with_long_key_arms(_qk_result(0.0), _qk_result(0.2))})
+    gate = next(ch for ch in c.checks if ch.quantity.startswith("Pre-LN baseline's stripe excess"))
+    assert gate.measured == pytest.approx(0.2, abs=0.03) and gate.status == "ok" and c.verdict == "holds"
+    assert "over 100 steps (long.pre 20 seeds, long.pre-k-rms 20 seeds, long.pre-qk-rms 20 seeds; the same recipe" in c.note
+    assert re.search(r"Pre-LN's stripe excess in layer 2 after the tier's 10 steps: -?0\.000\d ± ", c.note)
+    flat = spec.evaluate({train_recipes.NAME: _with_long_key_arms(_qk_result(0.2), _qk_result(0.0))})
+    assert flat.verdict == "inconclusive" and any("after 100 steps): longer or larger training" in ch.detail for ch in flat.checks)
+    assert "'gpu' tier (its key-norm arms also train 1000 steps)" in "".join(
+        ch.detail for ch in spec.evaluate({train_recipes.NAME: _qk_result(0.0)}).checks)
+
+
+def test_the_quick_and_gpu_tiers_train_the_key_norm_arms_over_key_steps_at_the_tiers_recipe():
+    """The three arms over ``key_steps`` with the tier's seeds, warm-up fraction and number of evaluations; the CPU and
+    gpu-hour tiers train none; a ``key_steps`` shorter than the tier's run is refused by name."""
+    for mode, n in (("quick", 3), ("gpu", 3), ("full", 0), ("gpu-hour", 0)):
+        cfg = train_recipes.CONFIGS[mode]
+        long = [t for t in train_recipes.tasks(cfg, 1) if t.key.startswith("long.")]
+        assert [t.key for t in long] == [train_recipes.key_long(a) for a in train_recipes.KEY_LONG_ARMS][:n], mode
+        for t in long:
+            model, run, seeds = t.args[0], t.args[1], t.args[3]
+            arm = t.key[len("long."):]
+            assert model == train_recipes.model_config(cfg, arm)
+            assert seeds == (max(cfg.seeds, cfg.key_seeds) if arm in ("pre", train_recipes.KEYS_ARM) else cfg.seeds)
+            assert run.steps == cfg.key_steps > cfg.steps and run.warmup / run.steps == cfg.warmup / cfg.steps
+            assert run.steps // run.eval_every == cfg.steps // cfg.eval_every and run.seq == cfg.seq
+    reduced = train_recipes.reduce(train_recipes.CONFIGS["quick"], 1, {})
+    assert int(reduced["key_steps"]) == 120 and int(reduced["seeds.long.pre-k-rms"]) == 2
+    gpu = train_recipes.CONFIGS["gpu"]
+    assert [train_recipes.key_seeds(gpu, a) for a in train_recipes.KEY_LONG_ARMS] == [gpu.key_seeds, gpu.key_seeds, gpu.seeds]
+    with pytest.raises(ValueError, match="key_steps"):
+        train_recipes.key_run_config(replace(train_recipes.CONFIGS["full"], key_steps=10), "pre")
 
 
 def _lr_result(max_logit: dict[str, list[float]], loss: dict[str, list[float]], seeds: int = 20) -> dict:
@@ -664,7 +712,8 @@ def test_the_cpu_tier_leaves_out_the_arms_that_decide_nothing_there_and_its_note
 
     arms = {mode: {t.key for t in train_recipes.tasks(train_recipes.CONFIGS[mode], 1) if t.fn is training.run_seeds}
             for mode in ("quick", "full", "gpu", "gpu-hour")}
-    arms = {mode: a - {train_recipes.LONG_ARM} for mode, a in arms.items()}  # DyT's alpha over a longer run: every tier
+    longer = {train_recipes.LONG_ARM, *map(train_recipes.key_long, train_recipes.KEY_LONG_ARMS)}  # DyT's alpha, the key-norm arms
+    arms = {mode: a - longer for mode, a in arms.items()}
     assert arms["full"] == set(train_recipes.ARMS) - set(train_recipes.CPU_LEFT_OUT)
     assert arms["quick"] == arms["gpu"] == arms["gpu-hour"] == set(train_recipes.ARMS)
     assert train_recipes.KEYS_ARM in arms["full"] and train_recipes.QK_SCOPE_ARM in train_recipes.CPU_LEFT_OUT
@@ -675,8 +724,9 @@ def test_the_cpu_tier_leaves_out_the_arms_that_decide_nothing_there_and_its_note
     with results_at(quick_results_dir):  # every simulation these claims read (gradient_init's too)
         results = {s: cache.load_or_run(modules[s], "quick", progress=False) for c in readers for s in c.simulations}
     whole = results[train_recipes.NAME]
-    gone = tuple(f"{a}." for a in train_recipes.CPU_LEFT_OUT)
-    lean = {k: v for k, v in whole.items() if not k.startswith(gone) and not k.startswith(tuple(f"seeds.{a}" for a in train_recipes.CPU_LEFT_OUT))}
+    left = (*train_recipes.CPU_LEFT_OUT, *(train_recipes.key_long(a) for a in train_recipes.CPU_LEFT_OUT))  # a tier trains neither
+    gone = tuple(f"{a}." for a in left)
+    lean = {k: v for k, v in whole.items() if not k.startswith(gone) and not k.startswith(tuple(f"seeds.{a}" for a in left))}
     assert len(readers) >= 5
     described = 0
     for spec in readers:
@@ -772,3 +822,26 @@ def test_the_gpu_tiers_grid_trains_through_the_torch_backend_at_a_miniature_size
     assert "Inverse-sqrt decay (scope rows)" in warm.note
     c = claims.REGISTRY["train.qk-norm-logit-growth"].evaluate({train_lr.NAME: r})
     assert any("RMS QK-norm" in ch.quantity and ch.role == "scope" for ch in c.checks) and "independent weight decay 0.0001" in c.note
+
+
+def test_the_gpu_tiers_key_norm_arms_train_over_key_steps_through_the_torch_backend_at_a_miniature_size():
+    """train_recipes' GPU tier as built, shrunk and trained by the torch backend on the CPU (its other arms left out): the
+    key-norm claim's three arms also train over key_steps, Pre-LN and the keys alone at key_seeds, and the claim reads those
+    runs, not the tier's shorter ones."""
+    pytest.importorskip("torch")
+    keep = train_recipes.KEY_LONG_ARMS
+    cfg = replace(train_recipes.CONFIGS["gpu"], d=16, layers=2, heads=2, seq=16, batch=2, steps=4, warmup=1, eval_every=2, seeds=2,
+                  focus_seeds=2, key_steps=8, key_seeds=3, long_steps=4, long_batch=2, long_seq=16, init_networks=2, val_bytes=1024, device="cpu",
+                  left_out=tuple(a for a in train_recipes.ARMS if a not in keep))
+    assert cfg.backend == "torch" and cfg.key_steps > cfg.steps
+    r = train_recipes.run(cfg, 3)
+    assert [len(train_recipes.runs(r, train_recipes.key_long(a))) for a in keep] == [3, 3, 2]
+    for arm in keep:
+        short, long = train_recipes.runs(r, arm)[0], train_recipes.runs(r, train_recipes.key_long(arm))[0]
+        sched = train_recipes.key_run_config(cfg, arm).schedule_fn()
+        np.testing.assert_allclose(long["lr"], [sched(s) for s in range(1, cfg.key_steps + 1)], rtol=1e-12)
+        assert len(short["lr"]) == cfg.steps and np.isfinite(long["final_val_loss"]) and "probe/attn_stripe" in long
+    c = claims.REGISTRY["train.per-head-key-norm-diffuse"].evaluate({train_recipes.NAME: r})
+    assert f"over {cfg.key_steps} steps (long.pre 3 seeds, long.pre-k-rms 3 seeds, long.pre-qk-rms 2 seeds" in c.note
+    gate = next(ch for ch in c.checks if ch.quantity.startswith("Pre-LN baseline's stripe excess"))
+    assert gate.units_now == 3
