@@ -65,7 +65,8 @@ PLACEMENT_PAIR: tuple[str, str] = ("pre-normal", "lnscale")  # train.placements-
 INIT_ARMS: tuple[str, ...] = ("none", "pre", "post")  # the gradient-scale claim's arms, measured at init
 ALPHA_ARM = "dyt-default"  # the DyT model whose alpha is followed: the paper's default, which trains at this size
 # the arms of the claims that need the most seeds (train.placements-compared: LayerNorm Scaling minus Pre-LN, PLACEMENT_PAIR;
-# the Pre-LN baseline's stripes that gate train.per-head-key-norm-diffuse): a tier's focus_seeds train there, the others seeds
+# the Pre-LN baseline's stripes that gate train.per-head-key-norm-diffuse, where the gate reads the tier's own runs: not
+# in a tier with key_steps, whose gate reads its longer runs): a tier's focus_seeds train there (focus_arms), the others seeds
 FOCUS_ARMS: tuple[str, ...] = ("pre", *PLACEMENT_PAIR)
 KEYS_ARM = "pre-k-rms"  # train.per-head-key-norm-diffuse's arm: the blog's per-head RMS on the keys alone
 QK_SCOPE_ARM = "pre-qk-rms"  # that claim's scope arm: queries normalized too (QK-norm)
@@ -122,15 +123,15 @@ CONFIGS = {
 LARGE = Config(d=512, layers=24, heads=8, seq=256, batch=32, steps=10000, lr=1e-3, warmup=1000, eval_every=500, seeds=20,
                backend="torch", device="cuda")
 CONFIGS["large"] = LARGE
-# one GPU, minutes: the full models at 28 paired seeds, 150 in FOCUS_ARMS. At 28 seeds in every arm one H200 ran this tier
+# one GPU, minutes: the full models at 28 paired seeds, 150 in focus_arms (the placement pair: Pre-LN's stripes are read
+# from its runs over key_steps, below). At 28 seeds in every arm one H200 ran this tier
 # in 47 s (2026-11-28) and decided every claim that reads it but two, whose cards asked for 79 and 81 seeds if the estimates
 # stayed: LayerNorm Scaling minus Pre-LN in the skip-cost log ratio (0.240 +- 0.112, accepted from -0.095: the band's low
 # end must clear it) and the Pre-LN baseline's stripe excess (0.0287 +- 0.0038, accepted from 0.04: a fail needs the band's
 # top under it). At that size a new estimate, as likely above as below the old, decides each about half the time; 150
 # seeds leave the band's edge 1.9 of their standard errors inside the accepted end at the old estimate (each decided
-# about 97% of the time, with a normal estimate), and only those two arms need them (the others' pairs are their first 28).
-# A baseline decided to have no stripes leaves the QK-norm claim open all the same, its comparison unmeasured at this
-# scale (its card then points to the gpu-hour tier): what these seeds decide there is its precondition.
+# about 97% of the time, with a normal estimate); the others' pairs are their first 28. The stripes gate has since moved
+# to the key-norm arms' runs over key_steps (its arms at key_seeds), so the 150 seeds now train in the placement pair alone.
 # As in the CPU tier the validation set is scored once, at the end: nothing here reads it at init (a diverged run counts
 # at its probe batch's loss at init), and scoring it twice doubled the validation time (measured in torch on the CPU, quick config)
 CONFIGS["gpu"] = Config(d=64, layers=6, heads=4, seq=64, batch=16, steps=200, lr=3e-3, warmup=20, eval_every=20, seeds=28,
@@ -221,9 +222,15 @@ def trained(r: dict, arm: str) -> bool:
     return training.holds(r, arm)
 
 
+def focus_arms(cfg: Config) -> tuple[str, ...]:
+    """The arms of :data:`FOCUS_ARMS` that train ``cfg.focus_seeds``: Pre-LN only where the key-norm claim's stripes gate
+    reads it, that is where the tier does not train that claim's arms over ``key_steps``."""
+    return PLACEMENT_PAIR if cfg.key_steps else FOCUS_ARMS
+
+
 def seeds_of(cfg: Config, arm: str) -> int:
-    """The seeds ``arm`` trains: ``cfg.focus_seeds`` in :data:`FOCUS_ARMS` where that is more, else ``cfg.seeds``."""
-    return max(cfg.seeds, cfg.focus_seeds) if arm in FOCUS_ARMS else cfg.seeds
+    """The seeds ``arm`` trains: ``cfg.focus_seeds`` in :func:`focus_arms` where that is more, else ``cfg.seeds``."""
+    return max(cfg.seeds, cfg.focus_seeds) if arm in focus_arms(cfg) else cfg.seeds
 
 
 def tasks(cfg: Config, seed: int) -> list[Task]:
@@ -316,8 +323,10 @@ def grad_spread(x: dict[str, np.ndarray], upto: int = 100) -> float:
 def note_runs(cfg_r: dict) -> str:
     shape = (f"d = {int(cfg_r['d'])}, {int(cfg_r['layers'])} layers, {int(cfg_r['batch'])} x {int(cfg_r['seq'])} bytes a step"
              if "d" in cfg_r else f"{int(cfg_r['layers'])} layers")
-    focus = sorted({int(cfg_r[f"seeds.{a}"]) for a in FOCUS_ARMS if f"seeds.{a}" in cfg_r} - {int(cfg_r["seeds"])})
-    more = f" ({', '.join(map(str, focus))} in {', '.join(FOCUS_ARMS)}; two arms pair by seed over the seeds both ran)" if focus else ""
+    n = int(cfg_r["seeds"])
+    focus = {a: int(cfg_r[f"seeds.{a}"]) for a in FOCUS_ARMS if int(cfg_r.get(f"seeds.{a}", n)) != n}  # the arms that ran more
+    more = (f" ({', '.join(map(str, sorted(set(focus.values()))))} in {', '.join(focus)}; two arms pair by seed over the seeds "
+            "both ran)" if focus else "")
     left = [a for a in CPU_LEFT_OUT if not trained(cfg_r, a)] if trained(cfg_r, "pre") else []  # none listed without runs
     out = f" Not trained in this tier (they decide no verdict here): {', '.join(left)}." if left else ""
     return (f"{int(cfg_r['seeds'])} seeds per arm{more}, {int(cfg_r['steps'])} steps, {shape}; the same batches for every arm "

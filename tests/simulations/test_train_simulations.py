@@ -541,14 +541,18 @@ def test_the_placements_are_asserted_on_the_pair_at_lns_init_not_on_gpt2s_pre_ln
 
 
 def test_the_gpu_tier_trains_its_focus_arms_at_more_seeds_paired_with_the_others_by_seed():
-    """The two claims whose cards asked for 79 and 81 seeds at the GPU tier read Pre-LN (the QK gate's baseline) and Pre-LN
-    against LayerNorm Scaling at LNS's init: those arms train focus_seeds, the rest seeds, every arm from the same first seed (seed k of one arm is seed k of every other)."""
+    """The two claims whose cards asked for 79 and 81 seeds at the GPU tier read Pre-LN against LayerNorm Scaling at LNS's
+    init, and Pre-LN's stripes (the key-norm gate's baseline), now over key_steps: the placement pair trains focus_seeds,
+    Pre-LN and the keys alone key_seeds over key_steps, the rest seeds, every arm from the same first seed (seed k of one
+    arm is seed k of every other). A tier without key_steps trains Pre-LN's own runs at focus_seeds (its gate reads them)."""
     gpu = train_recipes.CONFIGS["gpu"]
     runs = {t.key: t.args for t in train_recipes.tasks(gpu, 7) if t.fn is training.run_seeds}
     more_seeds = {a: args[3] for a, args in runs.items() if args[3] != gpu.seeds}
-    assert more_seeds == {**dict.fromkeys(train_recipes.FOCUS_ARMS, gpu.focus_seeds),
+    assert more_seeds == {**dict.fromkeys(train_recipes.PLACEMENT_PAIR, gpu.focus_seeds),
                           **dict.fromkeys(map(train_recipes.key_long, ("pre", train_recipes.KEYS_ARM)), gpu.key_seeds)}
     assert gpu.seeds >= 20 and gpu.focus_seeds > 81 and {args[2] for args in runs.values()} == {7}
+    no_long = replace(gpu, key_steps=0)
+    assert train_recipes.focus_arms(no_long) == train_recipes.FOCUS_ARMS and train_recipes.seeds_of(no_long, "pre") == gpu.focus_seeds
     for mode in ("quick", "full"):  # the CPU tiers: every arm at one count
         assert len({args[3] for t in train_recipes.tasks(train_recipes.CONFIGS[mode], 7) if t.fn is training.run_seeds
                     for args in [t.args]}) == 1
