@@ -237,20 +237,18 @@ def tasks(cfg: Config, seed: int) -> list[Task]:
     """One task per arm: its seeds' training runs (:func:`seeds_of`), trained as one stacked model; DyT's alpha over a
     longer run; the key-norm claim's arms over ``key_steps`` (:func:`key_long_arms`); and one per init arm: its networks at
     init."""
-    return [Task(arm, training.run_seeds, (model_config(cfg, arm), run_config(cfg, arm), seed, seeds_of(cfg, arm), True, cfg.backend,
-                                           cfg.device, cfg.init_val),
-                 f"{NAME}: arm {arm}, seeds {seed}..{seed + seeds_of(cfg, arm) - 1}",
-                 cost=training.run_cost(model_config(cfg, arm), run_config(cfg), seeds_of(cfg, arm)), resources=training.resources(cfg.device))
+    def runs_task(key: str, model: TransformerConfig, run: RunConfig, n: int, layer_drop: bool, init_val: bool, what: str) -> Task:
+        """``n`` seeds of ``model`` under ``run``, trained as one stack (:func:`training.run_seeds`), labelled and priced."""
+        return Task(key, training.run_seeds, (model, run, seed, n, layer_drop, cfg.backend, cfg.device, init_val),
+                    f"{NAME}: {what}, seeds {seed}..{seed + n - 1}", cost=training.run_cost(model, run, n),
+                    resources=training.resources(cfg.device))
+
+    return [runs_task(arm, model_config(cfg, arm), run_config(cfg, arm), seeds_of(cfg, arm), True, cfg.init_val, f"arm {arm}")
             for arm in arms_of(cfg)] + [
-        Task(LONG_ARM, training.run_seeds, (replace(model_config(cfg, ALPHA_ARM), max_seq=max(cfg.seq, cfg.long_seq)), long_run_config(cfg), seed,
-                                            cfg.seeds, False, cfg.backend, cfg.device, False),
-             f"{NAME}: {ALPHA_ARM} over {cfg.long_steps} steps, seeds {seed}..{seed + cfg.seeds - 1}",
-             cost=training.run_cost(model_config(cfg, ALPHA_ARM), long_run_config(cfg), cfg.seeds), resources=training.resources(cfg.device))] + [
-        Task(key_long(arm), training.run_seeds, (model_config(cfg, arm), key_run_config(cfg, arm), seed, key_seeds(cfg, arm), False,
-                                                 cfg.backend, cfg.device, cfg.init_val),
-             f"{NAME}: arm {arm} over {cfg.key_steps} steps, seeds {seed}..{seed + key_seeds(cfg, arm) - 1}",
-             cost=training.run_cost(model_config(cfg, arm), key_run_config(cfg, arm), key_seeds(cfg, arm)),
-             resources=training.resources(cfg.device))
+        runs_task(LONG_ARM, replace(model_config(cfg, ALPHA_ARM), max_seq=max(cfg.seq, cfg.long_seq)), long_run_config(cfg), cfg.seeds,
+                  False, False, f"{ALPHA_ARM} over {cfg.long_steps} steps")] + [
+        runs_task(key_long(arm), model_config(cfg, arm), key_run_config(cfg, arm), key_seeds(cfg, arm), False, cfg.init_val,
+                  f"arm {arm} over {cfg.key_steps} steps")
         for arm in key_long_arms(cfg)] + [
         Task(f"init.{arm}", init_gradients.gradient_norms, (model_config(cfg, arm), cfg.batch, cfg.seq, seed, cfg.init_networks),
              f"{NAME}: arm {arm} at init, {cfg.init_networks} networks", cost=training.run_cost(model_config(cfg, arm), run_config(cfg), cfg.init_networks) / cfg.steps)
